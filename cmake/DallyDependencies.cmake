@@ -1,0 +1,25 @@
+# Finds the Debian packages Dally builds against and exposes each as an
+# imported target, so the folder libraries only name targets.
+
+find_package(Threads REQUIRED)
+find_package(date CONFIG REQUIRED)          # date::date, date::date-tz
+find_package(absl CONFIG REQUIRED)          # absl::flat_hash_map, ...
+find_package(Boost 1.74 REQUIRED COMPONENTS unit_test_framework)
+find_package(benchmark CONFIG QUIET)        # benchmark::benchmark
+
+# Debian's libcaf-dev ships no CMake config: find headers and libraries by
+# hand and wrap them in imported targets.
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+if(NOT TARGET CAF::core)
+  add_library(CAF::core UNKNOWN IMPORTED)
+  set_target_properties(CAF::core PROPERTIES
+    IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
+    INTERFACE_LINK_LIBRARIES Threads::Threads)
+  add_library(CAF::io UNKNOWN IMPORTED)
+  set_target_properties(CAF::io PROPERTIES
+    IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES CAF::core)
+endif()

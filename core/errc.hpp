@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace dally::core {
+
+/// Dally's error codes. Core code returns them inside `core::error`; the
+/// actor layer maps them one to one onto a `caf::error` category, so a code
+/// keeps its meaning from the pure core up to a remote client.
+enum class errc : uint8_t {
+  none = 0,
+  /// A time is negative, overflows, or lies outside the supported range.
+  invalid_time,
+  /// A delay exceeds the configured maximum.
+  delay_too_large,
+  /// A period or interval is zero or negative.
+  invalid_period,
+  /// An interval list is empty.
+  empty_intervals,
+  /// A repetition count is zero.
+  invalid_count,
+  /// A cron expression does not parse; the message names the field.
+  malformed_cron,
+  /// A time zone name is not in the IANA database.
+  unknown_time_zone,
+  /// A topic is empty or too long.
+  invalid_topic,
+  /// A payload exceeds the configured maximum size.
+  payload_too_large,
+  /// A delivery policy is inconsistent (lease, attempts, backoff).
+  invalid_policy,
+  /// A recurrence has no occurrence at or after the requested time.
+  no_occurrence,
+  /// An id is not known.
+  not_found,
+  /// An id is already present.
+  duplicate_id,
+  /// An idempotency key is empty or too long.
+  invalid_idempotency_key,
+  /// An interval list has more entries than the configured maximum.
+  too_many_intervals,
+};
+
+/// Returns the enumerator's name, e.g. "invalid_time".
+std::string_view to_string(errc code) noexcept;
+
+} // namespace dally::core
