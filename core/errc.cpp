@@ -36,6 +36,16 @@ std::string_view to_string(errc code) noexcept {
       return "invalid_idempotency_key";
     case errc::too_many_intervals:
       return "too_many_intervals";
+    case errc::io_error:
+      return "io_error";
+    case errc::no_space:
+      return "no_space";
+    case errc::store_locked:
+      return "store_locked";
+    case errc::corrupt_record:
+      return "corrupt_record";
+    case errc::store_unavailable:
+      return "store_unavailable";
   }
   return "unknown";
 }

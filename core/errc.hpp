@@ -40,6 +40,16 @@ enum class errc : uint8_t {
   invalid_idempotency_key,
   /// An interval list has more entries than the configured maximum.
   too_many_intervals,
+  /// The store failed to read or write (the message carries the cause).
+  io_error,
+  /// The disk is full; nothing of the failed batch was written.
+  no_space,
+  /// The data directory is locked by another process or store instance.
+  store_locked,
+  /// A stored record does not decode; the message names its key.
+  corrupt_record,
+  /// The store is closed or was opened with incompatible settings.
+  store_unavailable,
 };
 
 /// Returns the enumerator's name, e.g. "invalid_time".

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace rocksdb {
+class FileSystem;
+} // namespace rocksdb
+
+namespace dally::storage {
+
+/// When an acknowledged write is safe.
+enum class durability : uint8_t {
+  /// Every commit is fsync'd before it returns: nothing acknowledged is lost,
+  /// even by power loss. One fsync per batch (group commit).
+  sync,
+  /// Commits go to the OS at once and are fsync'd every `sync_period_ms`:
+  /// a process crash loses nothing, a power loss loses at most the writes of
+  /// the last period.
+  periodic,
+  /// Never fsync'd by Dally: a process crash loses nothing, a power loss may
+  /// lose any write the OS had not flushed yet.
+  none,
+};
+
+/// How a shard's store is opened (in the manner of rocksdb::Options: plain
+/// fields with documented defaults).
+struct store_options {
+  /// The shard's data directory; created when missing.
+  std::string path;
+
+  uint32_t shard = 0;
+
+  /// Fixed when the cluster is created; reopening with another count fails.
+  uint32_t shard_count = 1;
+
+  storage::durability durability = durability::sync;
+
+  /// With durability::periodic: the longest a write stays unsynced, given
+  /// that the owner calls `sync_if_due` at least this often.
+  int64_t sync_period_ms = 100;
+
+  /// How long an idempotency key keeps naming its task.
+  int64_t key_retention_ms = 24 * 3600 * 1000;
+
+  /// RocksDB memtable size per column family.
+  size_t write_buffer_bytes = 64 << 20;
+
+  /// RocksDB block cache shared by the shard's column families.
+  size_t block_cache_bytes = 64 << 20;
+
+  /// Replaces RocksDB's file system (tests inject faults through it).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
+} // namespace dally::storage

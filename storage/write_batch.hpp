@@ -1,0 +1,104 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "storage/task_record.hpp"
+
+namespace dally::storage {
+
+/// Mutations that a store applies atomically: all or nothing, one WAL write,
+/// one fsync. A shard collects everything that arrived before its flush
+/// message into one batch and defers its replies until `commit` returns.
+///
+/// The batch names previous versions where the due-time index needs them
+/// (`replace`, `erase`), so a commit never reads before writing.
+class write_batch {
+public:
+  struct put_op {
+    task_record rec;
+  };
+  struct replace_op {
+    due_key before;
+    task_record after;
+  };
+  struct erase_op {
+    due_key key;
+  };
+  struct bury_op {
+    due_key key;
+    dead_letter dead;
+  };
+  struct revive_op {
+    core::task_id dead_id;
+    task_record rec;
+  };
+  struct drop_dead_op {
+    core::task_id id;
+  };
+  struct put_key_op {
+    std::string key;
+    idempotency_entry entry;
+  };
+  struct erase_key_op {
+    std::string key;
+  };
+  using op = std::variant<put_op, replace_op, erase_op, bury_op, revive_op,
+                          drop_dead_op, put_key_op, erase_key_op>;
+
+  /// Adds a new task.
+  void put(task_record rec) { ops_.emplace_back(put_op{std::move(rec)}); }
+
+  /// Replaces `before` (its index entry goes) with `after`.
+  void replace(const task_record& before, task_record after) {
+    ops_.emplace_back(replace_op{key_of(before), std::move(after)});
+  }
+
+  /// Removes a live task (ack of a one-shot task, revoke).
+  void erase(const task_record& rec) {
+    ops_.emplace_back(erase_op{key_of(rec)});
+  }
+
+  /// Moves a live task to the dead-letter set.
+  void bury(const task_record& rec, int64_t dead_ms, std::string reason) {
+    ops_.emplace_back(
+      bury_op{key_of(rec), dead_letter{rec, dead_ms, std::move(reason)}});
+  }
+
+  /// Moves a dead letter back to the live set as `rec` (kick).
+  void revive(core::task_id dead_id, task_record rec) {
+    ops_.emplace_back(revive_op{dead_id, std::move(rec)});
+  }
+
+  /// Deletes a dead letter for good.
+  void drop_dead(core::task_id id) { ops_.emplace_back(drop_dead_op{id}); }
+
+  /// Records an idempotency key.
+  void put_key(std::string key, idempotency_entry entry) {
+    ops_.emplace_back(put_key_op{std::move(key), entry});
+  }
+
+  /// Forgets an idempotency key.
+  void erase_key(std::string key) {
+    ops_.emplace_back(erase_key_op{std::move(key)});
+  }
+
+  const std::vector<op>& ops() const noexcept { return ops_; }
+
+  size_t size() const noexcept { return ops_.size(); }
+
+  bool empty() const noexcept { return ops_.empty(); }
+
+  void clear() noexcept { ops_.clear(); }
+
+  static due_key key_of(const task_record& rec) noexcept {
+    return due_key{rec.index_ms(), rec.task.id};
+  }
+
+private:
+  std::vector<op> ops_;
+};
+
+} // namespace dally::storage
