@@ -142,6 +142,7 @@ bool quad_heap::erase(task_id id) {
   auto pos = decode(slots_[s]);
   clear_slot(s);
   remove_at(pos);
+  purge_tombstones_if_needed();
   return true;
 }
 
@@ -196,6 +197,7 @@ size_t quad_heap::pop_due(int64_t now_ms, size_t limit,
     out.push_back(timer_entry{heap[0].id, heap[0].due_ms});
     clear_slot(slot_at(heap[0].id, 0));
     remove_at(0);
+    purge_tombstones_if_needed();
     ++n;
   }
   return n;
@@ -466,6 +468,17 @@ void quad_heap::clear_slot(size_t s) noexcept {
     slots_[p] = empty_slot;
     --tombstones_;
   }
+}
+
+void quad_heap::purge_tombstones_if_needed() {
+  // Without inserts nothing else rebuilds the index, and probes would run
+  // through ever longer tombstone chains while a heap drains. Rebuilding
+  // after slot_count_ / 4 tombstones costs O(1) amortized per removal; a
+  // mostly empty table shrinks at the same time.
+  if (tombstones_ * 4 <= slot_count_)
+    return;
+  rebuild_index(size_ * 4 < slot_count_ ? slots_for(2 * size_)
+                                        : slot_count_);
 }
 
 void quad_heap::make_index_room() {

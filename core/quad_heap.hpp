@@ -24,8 +24,8 @@ namespace dally::core {
 /// so the index stores no copy of it. The heap grows by 1/8 through realloc
 /// (large blocks are remapped, not copied) and the index by 1/2 with its load
 /// kept between 1/2 and 7/8, so a growing heap stays under 30 bytes per
-/// entry in total (see `memory_bytes`). Erasing many entries does not return
-/// memory by itself: call `shrink_to_fit`.
+/// entry in total (see `memory_bytes`). Draining shrinks the index; the
+/// heap array keeps its capacity until `shrink_to_fit`.
 class quad_heap {
 public:
   /// Largest number of entries a heap can hold (positions use 27 bits).
@@ -118,6 +118,7 @@ private:
   size_t slot_at(task_id id, size_t pos) const noexcept;
   void clear_slot(size_t s) noexcept;
   void make_index_room();
+  void purge_tombstones_if_needed();
   void rebuild_index(size_t slot_count);
 
   struct free_deleter {
