@@ -471,14 +471,16 @@ void quad_heap::clear_slot(size_t s) noexcept {
 }
 
 void quad_heap::purge_tombstones_if_needed() {
-  // Without inserts nothing else rebuilds the index, and probes would run
-  // through ever longer tombstone chains while a heap drains. Rebuilding
-  // after slot_count_ / 4 tombstones costs O(1) amortized per removal; a
-  // mostly empty table shrinks at the same time.
-  if (tombstones_ * 4 <= slot_count_)
-    return;
-  rebuild_index(size_ * 4 < slot_count_ ? slots_for(2 * size_)
-                                        : slot_count_);
+  // Without inserts nothing else rebuilds the index: tombstones would pile
+  // up and a drained heap would keep an index sized for its peak. Rebuild
+  // after slot_count_ / 4 tombstones, or shrink once under 1/8 full (to a
+  // load near 0.44, so regrowing takes a doubling); either way O(1)
+  // amortized per removal.
+  auto sparse = size_ * 8 < slot_count_ && slot_count_ > min_slots;
+  if (sparse)
+    rebuild_index(slots_for(2 * size_));
+  else if (tombstones_ * 4 > slot_count_)
+    rebuild_index(slot_count_);
 }
 
 void quad_heap::make_index_room() {

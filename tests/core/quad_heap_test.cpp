@@ -386,6 +386,20 @@ BOOST_AUTO_TEST_CASE(erase_heavy_churn_reuses_tombstones) {
   BOOST_CHECK(heap.pop_due(10'000, 1000) == model.pop_due(10'000, 1000));
 }
 
+BOOST_AUTO_TEST_CASE(draining_shrinks_the_index) {
+  // Pops alone must give the index back: the heap array keeps its
+  // capacity, but the index (at least 4 bytes per peak entry) shrinks.
+  quad_heap heap;
+  for (task_id id = 0; id < 100'000; ++id)
+    heap.insert(id, static_cast<int64_t>(id));
+  auto peak = heap.memory_bytes();
+  heap.pop_due(99'899, 100'000);
+  BOOST_CHECK_EQUAL(heap.size(), 100u);
+  BOOST_CHECK_LE(heap.memory_bytes(), peak - 4 * 100'000 + 4 * 1'000);
+  BOOST_CHECK(heap.check_invariants());
+  BOOST_CHECK_EQUAL(heap.pop_due(100'000, 1000).size(), 100u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(scale)
