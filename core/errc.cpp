@@ -46,6 +46,8 @@ std::string_view to_string(errc code) noexcept {
       return "corrupt_record";
     case errc::store_unavailable:
       return "store_unavailable";
+    case errc::stale_epoch:
+      return "stale_epoch";
   }
   return "unknown";
 }

@@ -50,6 +50,8 @@ enum class errc : uint8_t {
   corrupt_record,
   /// The store is closed or was opened with incompatible settings.
   store_unavailable,
+  /// An epoch older than the current one: a newer owner has taken over.
+  stale_epoch,
 };
 
 /// Returns the enumerator's name, e.g. "invalid_time".

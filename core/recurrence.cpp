@@ -1,6 +1,7 @@
 #include "core/recurrence.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -122,31 +123,11 @@ result<recurrence> recurrence::intervals(int64_t now_ms,
                                          bool cyclic,
                                          const recurrence_bounds& bounds,
                                          const task_limits& limits) {
-  if (intervals_ms.empty())
-    return error{errc::empty_intervals,
-                 "interval list is empty; it needs at least one interval"};
-  if (intervals_ms.size() > limits.max_intervals)
-    return error{errc::too_many_intervals,
-                 "interval list has " + std::to_string(intervals_ms.size()) +
-                   " entries; the maximum is " +
-                   std::to_string(limits.max_intervals)};
   recurrence rec;
   rec.kind_ = recurrence_kind::intervals;
   rec.cyclic_ = cyclic;
-  rec.offsets_ms_.reserve(intervals_ms.size());
-  int64_t sum = 0;
-  for (size_t i = 0; i < intervals_ms.size(); ++i) {
-    auto what = "interval " + std::to_string(i);
-    if (auto err = check_period(intervals_ms[i], limits, what))
-      return err;
-    auto next = checked_add(sum, intervals_ms[i]);
-    if (!next)
-      return error{errc::invalid_time, "intervals 0 to " + std::to_string(i) +
-                                         " add up to more than int64 ms"};
-    sum = *next;
-    rec.offsets_ms_.push_back(sum);
-  }
-  rec.intervals_ms_ = std::move(intervals_ms);
+  if (auto err = apply_intervals(rec, std::move(intervals_ms), limits))
+    return err;
   if (auto err = apply_bounds(rec, now_ms, 0, bounds, limits))
     return err;
   return rec;
@@ -193,22 +174,8 @@ error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
                    format_time(max_time_ms) +
                    ", the end of the supported range"};
   }
-  if (bounds.end_ms) {
-    auto end = *bounds.end_ms;
-    if (!is_valid_time(end))
-      return bad_time("end", end);
-    if (end < rec.start_ms_)
-      return error{errc::invalid_time, "end " + format_time(end) +
-                                         " is before start " +
-                                         format_time(rec.start_ms_)};
-    rec.end_ms_ = end;
-  }
-  if (bounds.max_count) {
-    if (*bounds.max_count == 0)
-      return error{errc::invalid_count,
-                   "max_count is 0; a recurrence must fire at least once"};
-    rec.max_count_ = bounds.max_count;
-  }
+  if (auto err = apply_end_and_count(rec, bounds.end_ms, bounds.max_count))
+    return err;
   if (!rec.first_fire(now_ms)) {
     std::string why = rec.end_ms_ ? " up to end " + format_time(*rec.end_ms_)
                                   : " before " + format_time(max_time_ms);
@@ -218,6 +185,116 @@ error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
                                         why};
   }
   return {};
+}
+
+error recurrence::apply_end_and_count(recurrence& rec,
+                                      std::optional<int64_t> end_ms,
+                                      std::optional<uint64_t> max_count) {
+  if (end_ms) {
+    auto end = *end_ms;
+    if (!is_valid_time(end))
+      return bad_time("end", end);
+    if (end < rec.start_ms_)
+      return error{errc::invalid_time, "end " + format_time(end) +
+                                         " is before start " +
+                                         format_time(rec.start_ms_)};
+    rec.end_ms_ = end;
+  }
+  if (max_count) {
+    if (*max_count == 0)
+      return error{errc::invalid_count,
+                   "max_count is 0; a recurrence must fire at least once"};
+    rec.max_count_ = max_count;
+  }
+  return {};
+}
+
+error recurrence::apply_intervals(recurrence& rec,
+                                  std::vector<int64_t> intervals_ms,
+                                  const task_limits& limits) {
+  if (intervals_ms.empty())
+    return error{errc::empty_intervals,
+                 "interval list is empty; it needs at least one interval"};
+  if (intervals_ms.size() > limits.max_intervals)
+    return error{errc::too_many_intervals,
+                 "interval list has " + std::to_string(intervals_ms.size()) +
+                   " entries; the maximum is " +
+                   std::to_string(limits.max_intervals)};
+  rec.offsets_ms_.clear();
+  rec.offsets_ms_.reserve(intervals_ms.size());
+  int64_t sum = 0;
+  for (size_t i = 0; i < intervals_ms.size(); ++i) {
+    auto what = "interval " + std::to_string(i);
+    if (auto err = check_period(intervals_ms[i], limits, what))
+      return err;
+    auto next = checked_add(sum, intervals_ms[i]);
+    if (!next)
+      return error{errc::invalid_time, "intervals 0 to " + std::to_string(i) +
+                                         " add up to more than int64 ms"};
+    sum = *next;
+    rec.offsets_ms_.push_back(sum);
+  }
+  rec.intervals_ms_ = std::move(intervals_ms);
+  return {};
+}
+
+result<recurrence> recurrence::restore(const recurrence_fields& fields) {
+  // The limits were enforced when the value was scheduled; a stored value
+  // must load even if they have been lowered since.
+  const task_limits unlimited{
+    .max_delay_ms = std::numeric_limits<int64_t>::max(),
+    .max_intervals = std::numeric_limits<size_t>::max(),
+  };
+  recurrence rec;
+  rec.kind_ = fields.kind;
+  switch (fields.kind) {
+    case recurrence_kind::at:
+      if (!is_valid_time(fields.at_ms))
+        return bad_time("due time", fields.at_ms);
+      rec.at_ms_ = fields.at_ms;
+      return rec;
+    case recurrence_kind::after:
+      if (!is_valid_time(fields.at_ms))
+        return bad_time("due time", fields.at_ms);
+      if (fields.delay_ms < 0 || fields.delay_ms > fields.at_ms - min_time_ms)
+        return error{errc::invalid_time,
+                     "delay " + format_duration(fields.delay_ms) +
+                       " is negative or reaches before " +
+                       format_time(min_time_ms) + " from due time " +
+                       format_time(fields.at_ms)};
+      rec.at_ms_ = fields.at_ms;
+      rec.delay_ms_ = fields.delay_ms;
+      return rec;
+    case recurrence_kind::fixed_rate:
+    case recurrence_kind::fixed_delay:
+      if (auto err = check_period(fields.period_ms, unlimited, "period"))
+        return err;
+      rec.period_ms_ = fields.period_ms;
+      break;
+    case recurrence_kind::intervals:
+      if (auto err = apply_intervals(rec, fields.intervals_ms, unlimited))
+        return err;
+      rec.cyclic_ = fields.cyclic;
+      break;
+    case recurrence_kind::cron: {
+      auto expr = cron_expression::parse(fields.cron, fields.zone);
+      if (!expr)
+        return expr.err();
+      rec.cron_ = std::move(*expr);
+      break;
+    }
+    default:
+      return error{errc::invalid_period,
+                   "recurrence kind " +
+                     std::to_string(static_cast<int>(fields.kind)) +
+                     " is unknown"};
+  }
+  if (!is_valid_time(fields.start_ms))
+    return bad_time("start", fields.start_ms);
+  rec.start_ms_ = fields.start_ms;
+  if (auto err = apply_end_and_count(rec, fields.end_ms, fields.max_count))
+    return err;
+  return rec;
 }
 
 std::optional<int64_t> recurrence::first_fire(int64_t now_ms) const {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,6 +46,23 @@ enum class recurrence_kind : uint8_t {
 /// Returns the enumerator's name, e.g. "fixed_rate".
 std::string_view to_string(recurrence_kind kind) noexcept;
 
+/// Every field of a recurrence that its accessors expose, as stored on disk
+/// or sent over the wire, for rebuilding it with `recurrence::restore`.
+struct recurrence_fields {
+  recurrence_kind kind = recurrence_kind::at;
+  int64_t at_ms = 0;
+  int64_t delay_ms = 0;
+  int64_t period_ms = 0;
+  int64_t start_ms = 0;
+  std::optional<int64_t> end_ms = std::nullopt;
+  std::optional<uint64_t> max_count = std::nullopt;
+  std::vector<int64_t> intervals_ms;
+  bool cyclic = false;
+  /// cron: the expression text and the zone name.
+  std::string cron;
+  std::string zone;
+};
+
 /// When a task fires: once at an instant, once after a delay, periodically
 /// at a fixed rate or with a fixed delay, along a list of irregular
 /// intervals, or per a cron expression in a time zone.
@@ -66,8 +84,8 @@ std::string_view to_string(recurrence_kind kind) noexcept;
 /// first schedule point strictly after both the late occurrence's due time
 /// and the completion time. Skipped points do not count toward max_count.
 ///
-/// Persisting: the accessors expose every field a factory needs to rebuild
-/// the value; pass the stored start as `now` when rebuilding.
+/// Persisting: the accessors expose every stored field; `restore` rebuilds
+/// an equal value from them.
 class recurrence {
 public:
   /// Once at time 0: fires immediately. Exists so that a task can be
@@ -123,6 +141,15 @@ public:
                                  std::string_view zone_name = "UTC",
                                  const recurrence_bounds& bounds = {},
                                  const task_limits& limits = {});
+
+  /// Rebuilds a stored recurrence from its fields, equal to the one they
+  /// were read from. Checks only what makes the value itself valid (times in
+  /// range, positive period and intervals, end not before start, count at
+  /// least 1, a cron that parses in a known zone), nothing relative to now
+  /// or to configurable limits: a stored schedule stays loadable after its
+  /// start has passed or the limits were lowered. Fields the kind does not
+  /// use are ignored. Errors: the codes of the factories, naming the field.
+  static result<recurrence> restore(const recurrence_fields& fields);
 
   /// The due time when the task is scheduled at `now_ms`: for at/after the
   /// instant as-is (a past one fires at once); for fixed_delay the start
@@ -195,6 +222,17 @@ private:
                             int64_t default_start_delay_ms,
                             const recurrence_bounds& bounds,
                             const task_limits& limits);
+
+  /// Validates and sets the optional end (not before the start) and count.
+  static error apply_end_and_count(recurrence& rec,
+                                   std::optional<int64_t> end_ms,
+                                   std::optional<uint64_t> max_count);
+
+  /// Validates the intervals (each positive and within limits, sum without
+  /// overflow) and sets them with their running sums.
+  static error apply_intervals(recurrence& rec,
+                               std::vector<int64_t> intervals_ms,
+                               const task_limits& limits);
 
   /// The schedule point strictly after `after_ms`, ignoring end and count.
   std::optional<int64_t> next_point(int64_t after_ms) const;

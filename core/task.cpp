@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "core/time_range.hpp"
+#include "core/utf8.hpp"
 
 namespace dally::core {
 
@@ -29,6 +30,8 @@ error check_topic(const std::string& topic, const task_limits& limits) {
                                           hex_byte(c) + " at byte " +
                                           std::to_string(i)};
   }
+  if (!is_valid_utf8(topic))
+    return error{errc::invalid_topic, "topic is not valid UTF-8"};
   return {};
 }
 

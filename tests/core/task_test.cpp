@@ -9,6 +9,7 @@
 #include "core/delivery_policy.hpp"
 #include "core/task.hpp"
 #include "core/time_range.hpp"
+#include "core/utf8.hpp"
 #include "time_test_util.hpp"
 
 using namespace dally::core;
@@ -264,3 +265,28 @@ BOOST_AUTO_TEST_CASE(backoff_never_overflows) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(topic_must_be_utf8) {
+  // Protobuf stores text fields as UTF-8 and refuses to read back anything
+  // else, so a topic that is not would be accepted and then lost.
+  dally::core::task t;
+  t.topic = "bad\xff topic";
+  auto err = t.validate(0);
+  BOOST_CHECK(err.code() == dally::core::errc::invalid_topic);
+  BOOST_CHECK_NE(err.message().find("UTF-8"), std::string::npos);
+  t.topic = "t\xc3\xa9l\xc3\xa9phone";
+  BOOST_CHECK(!t.validate(0));
+}
+
+BOOST_AUTO_TEST_CASE(utf8_validation) {
+  BOOST_TEST(dally::core::is_valid_utf8(""));
+  BOOST_TEST(dally::core::is_valid_utf8("plain ascii"));
+  BOOST_TEST(dally::core::is_valid_utf8(
+    "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"));              // é € 😀
+  BOOST_TEST(!dally::core::is_valid_utf8("\x80"));         // stray continuation
+  BOOST_TEST(!dally::core::is_valid_utf8("\xc3"));         // truncated
+  BOOST_TEST(!dally::core::is_valid_utf8("\xe0\x80\xaf")); // overlong
+  BOOST_TEST(!dally::core::is_valid_utf8("\xed\xa0\x80")); // surrogate
+  BOOST_TEST(!dally::core::is_valid_utf8("\xf4\x90\x80\x80")); // above U+10FFFF
+  BOOST_TEST(!dally::core::is_valid_utf8("\xf8\x88\x80\x80\x80"));
+}

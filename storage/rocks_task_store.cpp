@@ -1,0 +1,901 @@
+#include "storage/rocks_task_store.hpp"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <unordered_set>
+#include <utility>
+#include <variant>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include "proto/dally.pb.h"
+#include "storage/record_codec.hpp"
+
+namespace dally::storage {
+
+namespace {
+
+using core::errc;
+
+/// Column families in the order of their handles (after "default").
+enum cf_id : size_t {
+  cf_tasks,
+  cf_due,
+  cf_keys,
+  cf_dead,
+  cf_meta,
+  cf_quarantine,
+  cf_count,
+};
+
+constexpr std::array<const char*, cf_count> cf_names = {
+  "tasks", "due", "keys", "dead", "meta", "quarantine",
+};
+
+constexpr std::string_view meta_key = "shard";
+
+constexpr size_t id_key_bytes = 8;
+
+constexpr size_t due_key_bytes = 16;
+
+constexpr uint64_t sign_bit = uint64_t{1} << 63;
+
+void put_be64(std::string& out, uint64_t x) {
+  for (int shift = 56; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>(x >> shift));
+}
+
+void put_be32(std::string& out, uint32_t x) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>(x >> shift));
+}
+
+uint64_t get_be64(std::string_view in) {
+  uint64_t x = 0;
+  for (size_t i = 0; i < 8; ++i)
+    x = (x << 8) | static_cast<unsigned char>(in[i]);
+  return x;
+}
+
+std::string encode_id(core::task_id id) {
+  std::string out;
+  out.reserve(id_key_bytes);
+  put_be64(out, id);
+  return out;
+}
+
+/// Flipping the sign bit maps int64 order onto unsigned byte order.
+std::string encode_due(const due_key& key) {
+  std::string out;
+  out.reserve(due_key_bytes);
+  put_be64(out, static_cast<uint64_t>(key.index_ms) ^ sign_bit);
+  put_be64(out, key.id);
+  return out;
+}
+
+due_key decode_due(std::string_view bytes) {
+  return due_key{static_cast<int64_t>(get_be64(bytes) ^ sign_bit),
+                 get_be64(bytes.substr(8))};
+}
+
+std::string_view view(const rocksdb::Slice& s) {
+  return {s.data(), s.size()};
+}
+
+rocksdb::Slice slice(std::string_view s) {
+  return {s.data(), s.size()};
+}
+
+std::string hex(std::string_view bytes) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (auto c : bytes) {
+    auto b = static_cast<unsigned char>(c);
+    out.push_back(digits[b >> 4]);
+    out.push_back(digits[b & 0xF]);
+  }
+  return out;
+}
+
+/// "tasks/000000000000002a (task 42)", "keys/'order-7'", "due/0x...".
+std::string describe(cf_id cf, std::string_view key) {
+  std::string out = cf_names[cf];
+  out += '/';
+  if ((cf == cf_tasks || cf == cf_dead) && key.size() == id_key_bytes) {
+    out += hex(key) + " (task " + std::to_string(get_be64(key)) + ")";
+  } else if (cf == cf_keys || cf == cf_meta) {
+    bool printable = std::all_of(key.begin(), key.end(),
+                                 [](char c) { return c >= 0x20 && c < 0x7F; });
+    out += printable ? "'" + std::string{key} + "'" : "0x" + hex(key);
+  } else {
+    out += "0x" + hex(key);
+  }
+  return out;
+}
+
+core::error from_status(const rocksdb::Status& status,
+                        const std::string& what) {
+  auto message = what + ": " + status.ToString();
+  if (status.IsNoSpace())
+    return core::error{errc::no_space, std::move(message)};
+  if (status.IsCorruption())
+    return core::error{errc::corrupt_record, std::move(message)};
+  return core::error{errc::io_error, std::move(message)};
+}
+
+/// RocksDB reports a held LOCK file as an IOError: "While lock file: ..."
+/// when another process holds it, "lock hold by current process" when this
+/// one does.
+bool is_lock_error(const rocksdb::Status& status) {
+  if (!status.IsIOError())
+    return false;
+  auto text = status.ToString();
+  return text.find("While lock file") != std::string::npos ||
+         text.find("lock hold by current process") != std::string::npos;
+}
+
+/// Collects a WriteBatch, keeping the first failure (a key or value too
+/// large for a batch) instead of checking every call.
+class batch_builder {
+public:
+  explicit batch_builder(const std::vector<rocksdb::ColumnFamilyHandle*>& cfs)
+    : cfs_(cfs) {
+    // nop
+  }
+
+  void put(cf_id cf, std::string_view key, std::string_view value) {
+    keep(batch_.Put(cfs_[cf], slice(key), slice(value)));
+  }
+
+  void erase(cf_id cf, std::string_view key) {
+    keep(batch_.Delete(cfs_[cf], slice(key)));
+  }
+
+  const rocksdb::Status& status() const noexcept { return status_; }
+
+  rocksdb::WriteBatch& batch() noexcept { return batch_; }
+
+private:
+  void keep(rocksdb::Status status) {
+    if (status_.ok() && !status.ok())
+      status_ = std::move(status);
+  }
+
+  const std::vector<rocksdb::ColumnFamilyHandle*>& cfs_;
+  rocksdb::WriteBatch batch_;
+  rocksdb::Status status_;
+};
+
+template<class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+
+template<class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+} // namespace
+
+// -- state --------------------------------------------------------------------
+
+struct rocks_task_store::impl {
+  /// A record to move aside, with the due keys to drop along with it.
+  struct quarantine_item {
+    cf_id cf;
+    std::string key;
+    std::string value;
+    std::string reason;
+    std::vector<std::string> due_keys;
+  };
+
+  store_options opts;
+  /// Wraps opts.file_system; must outlive db.
+  std::unique_ptr<rocksdb::Env> env;
+  std::unique_ptr<rocksdb::DB> db;
+  /// Our column families, by cf_id.
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+  /// Every handle opened, "default" and unknown families included.
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  /// As of the last commit.
+  shard_meta meta;
+  /// Stamped on the next commit; ahead of meta after allocate_id/set_epoch.
+  uint64_t next_local_id = 0;
+  uint64_t epoch = 0;
+  /// A write or sync failed: RocksDB may have stopped accepting writes.
+  bool needs_resume = false;
+  /// Written since the last fsync.
+  bool dirty = false;
+  std::optional<int64_t> last_sync_ms;
+  /// expire_keys resumes after this key.
+  std::optional<std::string> expire_cursor;
+  std::vector<quarantined_record> quarantined;
+  store_stats stats;
+
+  impl() = default;
+  impl(const impl&) = delete;
+  impl& operator=(const impl&) = delete;
+
+  ~impl() {
+    if (!db)
+      return;
+    for (auto* handle : handles)
+      db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
+    db->Close().PermitUncheckedError();
+  }
+
+  std::string where() const {
+    return "shard " + std::to_string(opts.shard) + " in " + opts.path;
+  }
+
+  core::error write(batch_builder& builder, bool sync,
+                    const std::string& what) {
+    if (!builder.status().ok())
+      return from_status(builder.status(), what);
+    rocksdb::WriteOptions options;
+    options.sync = sync;
+    auto status = db->Write(options, &builder.batch());
+    if (!status.ok()) {
+      needs_resume = true;
+      return from_status(status, what + " (" + where() + ")");
+    }
+    if (sync) {
+      dirty = false;
+      ++stats.syncs;
+    } else {
+      dirty = true;
+    }
+    return {};
+  }
+
+  /// Lets RocksDB leave the read-only state an earlier failure left it in.
+  core::error ensure_writable() {
+    if (!needs_resume)
+      return {};
+    auto status = db->Resume();
+    if (!status.ok())
+      return core::error{errc::store_unavailable,
+                         "store of " + where() +
+                           " stopped accepting writes after a failed write "
+                           "or sync and cannot resume: " +
+                           status.ToString()};
+    needs_resume = false;
+    return {};
+  }
+
+  core::error sync_wal() {
+    auto status = db->SyncWAL();
+    if (!status.ok()) {
+      needs_resume = true;
+      return from_status(status, "fsync of the WAL (" + where() + ")");
+    }
+    dirty = false;
+    ++stats.syncs;
+    return {};
+  }
+
+  /// Adds the moves of `items` to `builder`.
+  static void add_moves(batch_builder& builder,
+                        const std::vector<quarantine_item>& items) {
+    for (const auto& item : items) {
+      std::string key = cf_names[item.cf];
+      key.push_back('\0');
+      key += item.key;
+      std::string value;
+      put_be32(value, static_cast<uint32_t>(item.reason.size()));
+      value += item.reason;
+      value += item.value;
+      builder.put(cf_quarantine, key, value);
+      builder.erase(item.cf, item.key);
+      for (const auto& due : item.due_keys)
+        builder.erase(cf_due, due);
+    }
+  }
+
+  /// Records that `items` were moved, once their batch is written.
+  void note_moved(const std::vector<quarantine_item>& items) {
+    for (const auto& item : items) {
+      quarantined.push_back({describe(item.cf, item.key), item.reason});
+      ++stats.quarantined;
+    }
+  }
+
+  /// Moves `items` aside in one atomic write.
+  core::error quarantine(const std::vector<quarantine_item>& items) {
+    if (items.empty())
+      return {};
+    batch_builder builder{cfs};
+    add_moves(builder, items);
+    if (auto err = write(builder, false, "quarantine"))
+      return err;
+    note_moved(items);
+    return {};
+  }
+
+  /// Quarantines one record and returns the corrupt_record error reporting
+  /// it.
+  core::error quarantine_one(quarantine_item item) {
+    auto what = describe(item.cf, item.key);
+    auto reason = item.reason;
+    std::vector<quarantine_item> items;
+    items.push_back(std::move(item));
+    if (auto err = quarantine(items))
+      return core::error{
+        errc::corrupt_record,
+        what + " does not decode (" + reason +
+          "); moving it to quarantine failed: " + err.message()};
+    return core::error{
+      errc::corrupt_record,
+      what + " does not decode and was moved to quarantine: " + reason};
+  }
+
+  /// The due keys a task value that does not decode may still have: if the
+  /// bytes parse as a TaskRecord, its entries at the due time and at the
+  /// lease deadline (at most one of them exists).
+  static std::vector<std::string> due_keys_of(std::string_view raw,
+                                              core::task_id id) {
+    v1::TaskRecord msg;
+    if (raw.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
+        !msg.ParseFromArray(raw.data(), static_cast<int>(raw.size())))
+      return {};
+    std::vector<std::string> keys{encode_due({msg.due_ms(), id})};
+    if (msg.lease_deadline_ms() != msg.due_ms())
+      keys.push_back(encode_due({msg.lease_deadline_ms(), id}));
+    return keys;
+  }
+
+  /// Decodes the value of tasks/`id`, or says why it is corrupt.
+  static core::result<task_record> decode_task(std::string_view raw,
+                                               core::task_id id) {
+    auto rec = decode_task_record(raw);
+    if (rec && rec->task.id != id)
+      return core::error{errc::corrupt_record, "the record holds task id " +
+                                                 std::to_string(rec->task.id)};
+    return rec;
+  }
+
+  static core::result<dead_letter> decode_dead(std::string_view raw,
+                                               core::task_id id) {
+    auto dead = decode_dead_letter(raw);
+    if (dead && dead->record.task.id != id)
+      return core::error{errc::corrupt_record,
+                         "the dead letter holds task id " +
+                           std::to_string(dead->record.task.id)};
+    return dead;
+  }
+
+  quarantine_item bad_task(std::string key, std::string raw,
+                           const core::error& err) {
+    auto due = due_keys_of(raw, get_be64(key));
+    return {cf_tasks, std::move(key), std::move(raw), err.message(),
+            std::move(due)};
+  }
+
+  /// Point read; nullopt if absent.
+  core::result<std::optional<std::string>> read(cf_id cf,
+                                                std::string_view key) {
+    std::string value;
+    auto status = db->Get(rocksdb::ReadOptions{}, cfs[cf], slice(key), &value);
+    if (status.IsNotFound())
+      return std::optional<std::string>{};
+    if (!status.ok())
+      return from_status(status, "reading " + describe(cf, key));
+    return std::optional<std::string>{std::move(value)};
+  }
+
+  core::error add_op(batch_builder& builder, shard_meta& next,
+                     const write_batch::op& op) {
+    auto stamped = [&next](task_record rec) {
+      rec.stamp = stamp{next.epoch, ++next.last_seq};
+      return rec;
+    };
+    auto put_record = [&builder](const task_record& rec) -> core::error {
+      auto bytes = encode(rec);
+      if (!bytes)
+        return bytes.err();
+      builder.put(cf_tasks, encode_id(rec.task.id), *bytes);
+      builder.put(cf_due, encode_due(write_batch::key_of(rec)), {});
+      return {};
+    };
+    return std::visit(overloaded{
+                        [&](const write_batch::put_op& x) {
+                          return put_record(stamped(x.rec));
+                        },
+                        [&](const write_batch::replace_op& x) {
+                          builder.erase(cf_due, encode_due(x.before));
+                          return put_record(stamped(x.after));
+                        },
+                        [&](const write_batch::erase_op& x) {
+                          ++next.last_seq;
+                          builder.erase(cf_tasks, encode_id(x.key.id));
+                          builder.erase(cf_due, encode_due(x.key));
+                          return core::error{};
+                        },
+                        [&](const write_batch::bury_op& x) {
+                          auto dead = x.dead;
+                          dead.record = stamped(std::move(dead.record));
+                          auto bytes = encode(dead);
+                          if (!bytes)
+                            return bytes.err();
+                          builder.erase(cf_tasks, encode_id(x.key.id));
+                          builder.erase(cf_due, encode_due(x.key));
+                          builder.put(cf_dead, encode_id(dead.record.task.id),
+                                      *bytes);
+                          return core::error{};
+                        },
+                        [&](const write_batch::revive_op& x) {
+                          builder.erase(cf_dead, encode_id(x.dead_id));
+                          return put_record(stamped(x.rec));
+                        },
+                        [&](const write_batch::drop_dead_op& x) {
+                          ++next.last_seq;
+                          builder.erase(cf_dead, encode_id(x.id));
+                          return core::error{};
+                        },
+                        [&](const write_batch::put_key_op& x) {
+                          ++next.last_seq;
+                          builder.put(cf_keys, x.key, encode(x.entry));
+                          return core::error{};
+                        },
+                        [&](const write_batch::erase_key_op& x) {
+                          ++next.last_seq;
+                          builder.erase(cf_keys, x.key);
+                          return core::error{};
+                        },
+                      },
+                      op);
+  }
+
+  /// Reads the shard meta, or writes a fresh one into a new store.
+  core::error load_meta() {
+    auto raw = read(cf_meta, meta_key);
+    if (!raw)
+      return raw.err();
+    if (!*raw) {
+      // Local id 0 is skipped so that task id 0 never exists: it stays free
+      // to mean "no task" and "from the start" (dead_letters(0, n)).
+      meta = shard_meta{opts.shard, opts.shard_count, 1, 0, 0};
+      batch_builder builder{cfs};
+      builder.put(cf_meta, meta_key, encode(meta));
+      return write(builder, true, "initializing the shard meta");
+    }
+    auto decoded = decode_shard_meta(**raw);
+    if (!decoded) {
+      if (decoded.err().code() != errc::corrupt_record)
+        return core::error{decoded.err().code(),
+                           opts.path + ": " + decoded.err().message()};
+      return core::error{errc::corrupt_record,
+                         describe(cf_meta, meta_key) + " in " + opts.path +
+                           " does not decode (" + decoded.err().message() +
+                           "); refusing to open: the id counter and epoch "
+                           "cannot be recovered safely"};
+    }
+    if (decoded->shard != opts.shard ||
+        decoded->shard_count != opts.shard_count)
+      return core::error{errc::store_unavailable,
+                         "data directory " + opts.path + " holds shard " +
+                           std::to_string(decoded->shard) + " of " +
+                           std::to_string(decoded->shard_count) +
+                           ", not shard " + std::to_string(opts.shard) +
+                           " of " + std::to_string(opts.shard_count)};
+    meta = *decoded;
+    return {};
+  }
+};
+
+// -- open and close -----------------------------------------------------------
+
+core::result<std::unique_ptr<rocks_task_store>>
+rocks_task_store::open(const store_options& opts) {
+  if (opts.path.empty())
+    return core::error{errc::store_unavailable, "store path is empty"};
+  if (opts.shard_count == 0 || opts.shard >= opts.shard_count)
+    return core::error{errc::store_unavailable,
+                       "shard " + std::to_string(opts.shard) +
+                         " does not exist with shard_count " +
+                         std::to_string(opts.shard_count)};
+  if (opts.durability == durability::periodic && opts.sync_period_ms <= 0)
+    return core::error{errc::store_unavailable,
+                       "sync_period_ms is " +
+                         std::to_string(opts.sync_period_ms) +
+                         "; periodic durability needs a positive period"};
+  auto state = std::make_unique<impl>();
+  state->opts = opts;
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  if (opts.file_system) {
+    state->env = rocksdb::NewCompositeEnv(opts.file_system);
+    db_options.env = state->env.get();
+  } else {
+    // RocksDB creates only the last path component.
+    std::error_code ec;
+    std::filesystem::create_directories(opts.path, ec);
+    if (ec)
+      return core::error{errc::io_error, "cannot create data directory " +
+                                           opts.path + ": " + ec.message()};
+  }
+  rocksdb::ColumnFamilyOptions cf_options;
+  cf_options.write_buffer_size = opts.write_buffer_bytes;
+  rocksdb::BlockBasedTableOptions table_options;
+  table_options.block_cache = rocksdb::NewLRUCache(opts.block_cache_bytes);
+  cf_options.table_factory.reset(
+    rocksdb::NewBlockBasedTableFactory(table_options));
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
+  for (const auto* name : cf_names)
+    descriptors.emplace_back(name, cf_options);
+  // Families added by a newer version must be opened too, or RocksDB
+  // refuses the store. A new store has none (and no list to read).
+  std::vector<std::string> existing;
+  if (rocksdb::DB::ListColumnFamilies(db_options, opts.path, &existing).ok())
+    for (const auto& name : existing)
+      if (std::none_of(descriptors.begin(), descriptors.end(),
+                       [&name](const auto& d) { return d.name == name; }))
+        descriptors.emplace_back(name, cf_options);
+  rocksdb::DB* db = nullptr;
+  auto status =
+    rocksdb::DB::Open(db_options, opts.path, descriptors, &state->handles, &db);
+  if (!status.ok()) {
+    if (is_lock_error(status))
+      return core::error{errc::store_locked,
+                         "data directory " + opts.path +
+                           " is in use by another process or store "
+                           "instance (" +
+                           status.ToString() + ")"};
+    return from_status(status, "opening data directory " + opts.path);
+  }
+  state->db.reset(db);
+  state->cfs.assign(state->handles.begin() + 1,
+                    state->handles.begin() + 1 + cf_count);
+  if (auto err = state->load_meta())
+    return err;
+  state->next_local_id = state->meta.next_local_id;
+  state->epoch = state->meta.epoch;
+  return std::unique_ptr<rocks_task_store>{
+    new rocks_task_store(std::move(state))};
+}
+
+rocks_task_store::rocks_task_store(std::unique_ptr<impl> state)
+  : impl_(std::move(state)) {
+  // nop
+}
+
+rocks_task_store::~rocks_task_store() = default;
+
+// -- writes -------------------------------------------------------------------
+
+core::error rocks_task_store::commit(const write_batch& batch) {
+  if (batch.empty())
+    return {};
+  auto& s = *impl_;
+  if (auto err = s.ensure_writable())
+    return err;
+  auto next = s.meta;
+  next.next_local_id = s.next_local_id;
+  next.epoch = s.epoch;
+  batch_builder builder{s.cfs};
+  for (const auto& op : batch.ops())
+    if (auto err = s.add_op(builder, next, op))
+      return err;
+  builder.put(cf_meta, meta_key, encode(next));
+  auto sync = s.opts.durability == durability::sync;
+  if (auto err =
+        s.write(builder, sync,
+                "commit of " + std::to_string(batch.size()) + " mutations"))
+    return err;
+  s.meta = next;
+  ++s.stats.commits;
+  s.stats.mutations += batch.size();
+  return {};
+}
+
+core::error rocks_task_store::sync_if_due(int64_t now_ms) {
+  auto& s = *impl_;
+  if (s.opts.durability != durability::periodic || !s.dirty)
+    return {};
+  // A clock that went back counts as due rather than stalling the syncs.
+  if (s.last_sync_ms && now_ms >= *s.last_sync_ms &&
+      now_ms - *s.last_sync_ms < s.opts.sync_period_ms)
+    return {};
+  if (auto err = s.sync_wal())
+    return err;
+  s.last_sync_ms = now_ms;
+  return {};
+}
+
+core::error rocks_task_store::sync() {
+  auto& s = *impl_;
+  if (!s.dirty)
+    return {};
+  return s.sync_wal();
+}
+
+core::task_id rocks_task_store::allocate_id() {
+  auto& s = *impl_;
+  core::task_id id = 0;
+  if (s.next_local_id == std::numeric_limits<uint64_t>::max() ||
+      __builtin_mul_overflow(s.next_local_id, uint64_t{s.opts.shard_count},
+                             &id) ||
+      __builtin_add_overflow(id, uint64_t{s.opts.shard}, &id))
+    throw std::length_error("task ids of " + s.where() + " are used up");
+  ++s.next_local_id;
+  return id;
+}
+
+core::error rocks_task_store::set_epoch(uint64_t epoch) {
+  auto& s = *impl_;
+  if (epoch < s.epoch)
+    return core::error{errc::stale_epoch,
+                       "epoch " + std::to_string(epoch) +
+                         " is older than the current epoch " +
+                         std::to_string(s.epoch) + " of " + s.where()};
+  s.epoch = epoch;
+  return {};
+}
+
+// -- reads --------------------------------------------------------------------
+
+core::result<std::optional<task_record>>
+rocks_task_store::get(core::task_id id) {
+  auto& s = *impl_;
+  auto key = encode_id(id);
+  auto raw = s.read(cf_tasks, key);
+  if (!raw)
+    return raw.err();
+  if (!*raw)
+    return std::optional<task_record>{};
+  auto rec = impl::decode_task(**raw, id);
+  if (!rec)
+    return s.quarantine_one(
+      s.bad_task(std::move(key), std::move(**raw), rec.err()));
+  return std::optional<task_record>{std::move(*rec)};
+}
+
+core::result<std::vector<task_record>>
+rocks_task_store::get_many(std::span<const core::task_id> ids) {
+  auto& s = *impl_;
+  std::vector<std::string> keys;
+  keys.reserve(ids.size());
+  for (auto id : ids)
+    keys.push_back(encode_id(id));
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<rocksdb::ColumnFamilyHandle*> families(ids.size(),
+                                                     s.cfs[cf_tasks]);
+  std::vector<std::string> values;
+  auto statuses =
+    s.db->MultiGet(rocksdb::ReadOptions{}, families, slices, &values);
+  std::vector<task_record> result;
+  result.reserve(ids.size());
+  std::vector<impl::quarantine_item> bad;
+  std::unordered_set<core::task_id> seen_bad;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (statuses[i].IsNotFound())
+      continue;
+    if (!statuses[i].ok())
+      return from_status(statuses[i], "reading " + describe(cf_tasks, keys[i]));
+    auto rec = impl::decode_task(values[i], ids[i]);
+    if (rec)
+      result.push_back(std::move(*rec));
+    else if (seen_bad.insert(ids[i]).second)
+      bad.push_back(s.bad_task(keys[i], values[i], rec.err()));
+  }
+  if (auto err = s.quarantine(bad))
+    return err;
+  return result;
+}
+
+core::result<std::vector<due_key>>
+rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
+  auto& s = *impl_;
+  std::vector<due_key> result;
+  if (limit == 0 || after.index_ms >= before_ms)
+    return result;
+  auto start = encode_due(after);
+  auto upper = encode_due({before_ms, 0});
+  rocksdb::Slice upper_slice = slice(upper);
+  rocksdb::ReadOptions options;
+  options.iterate_upper_bound = &upper_slice;
+  std::vector<impl::quarantine_item> bad;
+  {
+    std::unique_ptr<rocksdb::Iterator> it{
+      s.db->NewIterator(options, s.cfs[cf_due])};
+    it->Seek(slice(start));
+    if (it->Valid() && view(it->key()) == start)
+      it->Next();
+    for (; it->Valid() && result.size() < limit; it->Next()) {
+      auto key = view(it->key());
+      if (key.size() != due_key_bytes) {
+        bad.push_back(
+          {cf_due,
+           std::string{key},
+           it->value().ToString(),
+           "due key has " + std::to_string(key.size()) + " bytes, not 16",
+           {}});
+        continue;
+      }
+      result.push_back(decode_due(key));
+    }
+    if (!it->status().ok())
+      return from_status(it->status(),
+                         "scanning the due index of " + s.where());
+  }
+  if (auto err = s.quarantine(bad))
+    return err;
+  return result;
+}
+
+core::result<std::optional<idempotency_entry>>
+rocks_task_store::find_key(std::string_view key, int64_t now_ms) {
+  auto& s = *impl_;
+  auto raw = s.read(cf_keys, key);
+  if (!raw)
+    return raw.err();
+  if (!*raw)
+    return std::optional<idempotency_entry>{};
+  auto entry = decode_idempotency_entry(**raw);
+  if (!entry)
+    return s.quarantine_one(
+      {cf_keys, std::string{key}, std::move(**raw), entry.err().message(), {}});
+  if (now_ms > entry->expires_ms)
+    return std::optional<idempotency_entry>{};
+  return std::optional<idempotency_entry>{*entry};
+}
+
+core::result<size_t> rocks_task_store::expire_keys(int64_t now_ms,
+                                                   size_t limit) {
+  auto& s = *impl_;
+  if (limit == 0)
+    return size_t{0};
+  batch_builder builder{s.cfs};
+  std::vector<impl::quarantine_item> bad;
+  size_t expired = 0;
+  std::optional<std::string> stopped_at;
+  // Visits the keys in [from, to) (whole range if unset), stopping at the
+  // limit; false once it stopped.
+  auto visit = [&](std::optional<std::string_view> from,
+                   std::optional<std::string_view> to) -> core::result<bool> {
+    rocksdb::ReadOptions options;
+    rocksdb::Slice upper;
+    if (to) {
+      upper = slice(*to);
+      options.iterate_upper_bound = &upper;
+    }
+    std::unique_ptr<rocksdb::Iterator> it{
+      s.db->NewIterator(options, s.cfs[cf_keys])};
+    if (from)
+      it->Seek(slice(*from));
+    else
+      it->SeekToFirst();
+    for (; it->Valid(); it->Next()) {
+      auto key = view(it->key());
+      auto entry = decode_idempotency_entry(view(it->value()));
+      if (!entry) {
+        bad.push_back({cf_keys,
+                       std::string{key},
+                       it->value().ToString(),
+                       entry.err().message(),
+                       {}});
+      } else if (now_ms > entry->expires_ms) {
+        builder.erase(cf_keys, key);
+        if (++expired == limit) {
+          stopped_at = std::string{key};
+          return false;
+        }
+      }
+    }
+    if (!it->status().ok())
+      return from_status(it->status(),
+                         "scanning the idempotency keys of " + s.where());
+    return true;
+  };
+  // The cursor names the last key visited: resume right after it (the key
+  // plus a zero byte is the smallest greater key), then wrap around.
+  std::optional<std::string> resume;
+  if (s.expire_cursor)
+    resume = *s.expire_cursor + '\0';
+  auto more = visit(resume, std::nullopt);
+  if (!more)
+    return more.err();
+  if (*more && resume) {
+    more = visit(std::nullopt, *resume);
+    if (!more)
+      return more.err();
+  }
+  if (expired == 0 && bad.empty()) {
+    s.expire_cursor.reset();
+    return size_t{0};
+  }
+  impl::add_moves(builder, bad);
+  if (auto err = s.write(builder, false, "expiring idempotency keys"))
+    return err;
+  s.note_moved(bad);
+  s.expire_cursor = stopped_at;
+  return expired;
+}
+
+core::result<std::vector<dead_letter>>
+rocks_task_store::dead_letters(core::task_id after, size_t limit) {
+  auto& s = *impl_;
+  std::vector<dead_letter> result;
+  if (limit == 0)
+    return result;
+  std::vector<impl::quarantine_item> bad;
+  {
+    auto start = encode_id(after);
+    std::unique_ptr<rocksdb::Iterator> it{
+      s.db->NewIterator(rocksdb::ReadOptions{}, s.cfs[cf_dead])};
+    it->Seek(slice(start));
+    if (it->Valid() && view(it->key()) == start)
+      it->Next();
+    for (; it->Valid() && result.size() < limit; it->Next()) {
+      auto key = view(it->key());
+      if (key.size() != id_key_bytes) {
+        bad.push_back({cf_dead,
+                       std::string{key},
+                       it->value().ToString(),
+                       "dead letter key has " + std::to_string(key.size()) +
+                         " bytes, not 8",
+                       {}});
+        continue;
+      }
+      auto dead = impl::decode_dead(view(it->value()), get_be64(key));
+      if (dead)
+        result.push_back(std::move(*dead));
+      else
+        bad.push_back({cf_dead,
+                       std::string{key},
+                       it->value().ToString(),
+                       dead.err().message(),
+                       {}});
+    }
+    if (!it->status().ok())
+      return from_status(it->status(),
+                         "scanning the dead letters of " + s.where());
+  }
+  if (auto err = s.quarantine(bad))
+    return err;
+  return result;
+}
+
+core::result<std::optional<dead_letter>>
+rocks_task_store::get_dead(core::task_id id) {
+  auto& s = *impl_;
+  auto key = encode_id(id);
+  auto raw = s.read(cf_dead, key);
+  if (!raw)
+    return raw.err();
+  if (!*raw)
+    return std::optional<dead_letter>{};
+  auto dead = impl::decode_dead(**raw, id);
+  if (!dead)
+    return s.quarantine_one(
+      {cf_dead, std::move(key), std::move(**raw), dead.err().message(), {}});
+  return std::optional<dead_letter>{std::move(*dead)};
+}
+
+const shard_meta& rocks_task_store::meta() const noexcept {
+  return impl_->meta;
+}
+
+const std::vector<quarantined_record>& rocks_task_store::quarantined() const {
+  return impl_->quarantined;
+}
+
+store_stats rocks_task_store::stats() const {
+  return impl_->stats;
+}
+
+} // namespace dally::storage
