@@ -15,6 +15,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
@@ -527,16 +528,27 @@ rocks_task_store::open(const store_options& opts) {
       return core::error{errc::io_error, "cannot create data directory " +
                                            opts.path + ": " + ec.message()};
   }
-  rocksdb::ColumnFamilyOptions cf_options;
-  cf_options.write_buffer_size = opts.write_buffer_bytes;
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(opts.block_cache_bytes);
+  // Index and filter blocks live in the bounded block cache, so memory
+  // stays flat however many tasks are on disk (by default RocksDB keeps
+  // them outside it, about 0.5 MiB per million tasks); L0's stay pinned.
+  table_options.cache_index_and_filter_blocks = true;
+  table_options.pin_l0_filter_and_index_blocks_in_cache = true;
+  rocksdb::ColumnFamilyOptions scan_cf_options;
+  scan_cf_options.write_buffer_size = opts.write_buffer_bytes;
+  scan_cf_options.table_factory.reset(
+    rocksdb::NewBlockBasedTableFactory(table_options));
+  // Families read by key get a bloom filter; "due" is only ever scanned.
+  table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  rocksdb::ColumnFamilyOptions cf_options = scan_cf_options;
   cf_options.table_factory.reset(
     rocksdb::NewBlockBasedTableFactory(table_options));
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
   for (const auto* name : cf_names)
-    descriptors.emplace_back(name, cf_options);
+    descriptors.emplace_back(
+      name, std::string_view{name} == "due" ? scan_cf_options : cf_options);
   // Families added by a newer version must be opened too, or RocksDB
   // refuses the store. A new store has none (and no list to read).
   std::vector<std::string> existing;

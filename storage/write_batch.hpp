@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <string>
 #include <variant>
@@ -51,8 +52,10 @@ public:
   /// Adds a new task.
   void put(task_record rec) { ops_.emplace_back(put_op{std::move(rec)}); }
 
-  /// Replaces `before` (its index entry goes) with `after`.
+  /// Replaces `before` (its index entry goes) with `after`, a new version
+  /// of the same task.
   void replace(const task_record& before, task_record after) {
+    assert(before.task.id == after.task.id);
     ops_.emplace_back(replace_op{key_of(before), std::move(after)});
   }
 
