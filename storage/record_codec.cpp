@@ -248,6 +248,7 @@ void to_proto(const shard_meta& meta, v1::ShardMeta& out) {
   out.set_next_local_id(meta.next_local_id);
   out.set_epoch(meta.epoch);
   out.set_last_seq(meta.last_seq);
+  out.set_reserved_local_id(meta.reserved_local_id);
 }
 
 core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
@@ -266,7 +267,7 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
                    " is not below shard_count " +
                    std::to_string(msg.shard_count()));
   return shard_meta{msg.shard(), msg.shard_count(), msg.next_local_id(),
-                    msg.epoch(), msg.last_seq()};
+                    msg.epoch(), msg.last_seq(),    msg.reserved_local_id()};
 }
 
 // -- bytes --------------------------------------------------------------------

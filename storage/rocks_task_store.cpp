@@ -41,6 +41,9 @@ enum cf_id : size_t {
   cf_count,
 };
 
+/// Local ids reserved per fsync'd reservation in periodic and none modes.
+constexpr uint64_t id_reservation_block = uint64_t{1} << 16;
+
 constexpr std::array<const char*, cf_count> cf_names = {
   "tasks", "due", "keys", "dead", "meta", "quarantine",
 };
@@ -266,6 +269,14 @@ struct rocks_task_store::impl {
     if (!needs_resume)
       return {};
     auto status = db->Resume();
+    if (status.IsBusy())
+      // RocksDB is already recovering by itself (e.g. after a full disk
+      // got space back): the condition is temporary.
+      return core::error{errc::store_unavailable,
+                         "store of " + where() +
+                           " is recovering from a failed write or sync; "
+                           "retry shortly (" +
+                           status.ToString() + ")"};
     if (!status.ok())
       return core::error{errc::store_unavailable,
                          "store of " + where() +
@@ -498,6 +509,42 @@ struct rocks_task_store::impl {
 
 // -- open and close -----------------------------------------------------------
 
+namespace {
+
+/// Creates `path` and its missing parents, fsyncing the parent of each new
+/// directory: otherwise a power loss soon after the first open could take
+/// the whole store, sync-acknowledged writes included, with it.
+core::error create_durable_dirs(rocksdb::FileSystem& fs,
+                                const std::string& path) {
+  namespace stdfs = std::filesystem;
+  auto target = stdfs::absolute(path).lexically_normal();
+  if (target.filename().empty())
+    target = target.parent_path();
+  std::vector<stdfs::path> missing;
+  for (auto p = target; p != p.root_path(); p = p.parent_path()) {
+    if (fs.FileExists(p.string(), rocksdb::IOOptions{}, nullptr).ok())
+      break;
+    missing.push_back(p);
+  }
+  for (auto i = missing.rbegin(); i != missing.rend(); ++i) {
+    auto what = "creating data directory " + i->string();
+    rocksdb::Status status =
+      fs.CreateDirIfMissing(i->string(), rocksdb::IOOptions{}, nullptr);
+    if (!status.ok())
+      return from_status(status, what);
+    std::unique_ptr<rocksdb::FSDirectory> parent;
+    status = fs.NewDirectory(i->parent_path().string(), rocksdb::IOOptions{},
+                             &parent, nullptr);
+    if (status.ok())
+      status = parent->Fsync(rocksdb::IOOptions{}, nullptr);
+    if (!status.ok())
+      return from_status(status, what);
+  }
+  return {};
+}
+
+} // namespace
+
 core::result<std::unique_ptr<rocks_task_store>>
 rocks_task_store::open(const store_options& opts) {
   if (opts.path.empty())
@@ -520,14 +567,11 @@ rocks_task_store::open(const store_options& opts) {
   if (opts.file_system) {
     state->env = rocksdb::NewCompositeEnv(opts.file_system);
     db_options.env = state->env.get();
-  } else {
-    // RocksDB creates only the last path component.
-    std::error_code ec;
-    std::filesystem::create_directories(opts.path, ec);
-    if (ec)
-      return core::error{errc::io_error, "cannot create data directory " +
-                                           opts.path + ": " + ec.message()};
   }
+  if (auto err = create_durable_dirs(
+        opts.file_system ? *opts.file_system : *rocksdb::FileSystem::Default(),
+        opts.path))
+    return err;
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(opts.block_cache_bytes);
   // Index and filter blocks live in the bounded block cache, so memory
@@ -574,7 +618,10 @@ rocks_task_store::open(const store_options& opts) {
                     state->handles.begin() + 1 + cf_count);
   if (auto err = state->load_meta())
     return err;
-  state->next_local_id = state->meta.next_local_id;
+  // Ids up to the reservation may have gone out in commits a power loss
+  // took back: never hand them out again.
+  state->next_local_id =
+    std::max(state->meta.next_local_id, state->meta.reserved_local_id);
   state->epoch = state->meta.epoch;
   return std::unique_ptr<rocks_task_store>{
     new rocks_task_store(std::move(state))};
@@ -602,8 +649,18 @@ core::error rocks_task_store::commit(const write_batch& batch) {
   for (const auto& op : batch.ops())
     if (auto err = s.add_op(builder, next, op))
       return err;
-  builder.put(cf_meta, meta_key, encode(next));
   auto sync = s.opts.durability == durability::sync;
+  // Without a sync per commit, the id counter could be lost with unsynced
+  // commits and their ids reused. The commit that first uses an id past the
+  // durable reservation is fsync'd and moves the reservation well ahead.
+  if (!sync && next.next_local_id > next.reserved_local_id) {
+    next.reserved_local_id =
+      next.next_local_id > UINT64_MAX - id_reservation_block
+        ? UINT64_MAX
+        : next.next_local_id + id_reservation_block;
+    sync = true;
+  }
+  builder.put(cf_meta, meta_key, encode(next));
   if (auto err =
         s.write(builder, sync,
                 "commit of " + std::to_string(batch.size()) + " mutations"))

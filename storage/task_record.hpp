@@ -79,6 +79,8 @@ struct shard_meta {
   uint64_t epoch = 0;
   /// Sequence number of the last committed mutation.
   uint64_t last_seq = 0;
+  /// Durable high-water mark of handed-out local ids (see dally.proto).
+  uint64_t reserved_local_id = 0;
 
   friend bool operator==(const shard_meta&, const shard_meta&) = default;
 };

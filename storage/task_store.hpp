@@ -45,6 +45,11 @@ public:
   /// durable at the configured level. Stamps every mutation with the
   /// shard's epoch and the next sequence numbers and persists the shard
   /// meta (id counter included) in the same atomic write.
+  ///
+  /// An error means the outcome is unknown, not that nothing happened: a
+  /// batch whose WAL write landed but whose fsync failed is invisible now
+  /// and may reappear, whole, after a restart. Callers answer such a batch
+  /// as "in doubt" (clients retry with their idempotency key).
   virtual core::error commit(const write_batch& batch) = 0;
 
   /// With durability::periodic: fsyncs if `sync_period_ms` has passed since
@@ -56,7 +61,8 @@ public:
 
   /// Hands out the next task id of this shard (id % shard_count == shard).
   /// The counter is persisted by the next commit; ids are never reused,
-  /// though a crash before that commit may leave gaps.
+  /// not even after a power loss took unsynced commits (an fsync'd
+  /// reservation runs ahead of the counter), though gaps may appear.
   virtual core::task_id allocate_id() = 0;
 
   /// A live task by id: nullopt if unknown; corrupt_record (naming the key)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <rocksdb/db.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/options.h>
 
 #include "core/recurrence.hpp"
@@ -463,6 +464,97 @@ BOOST_AUTO_TEST_CASE(reopen_keeps_everything_and_never_reuses_ids) {
   BOOST_TEST(ok(store->get(next))->stamp.seq == 4u);
 }
 
+BOOST_AUTO_TEST_CASE(unsynced_modes_reopen_past_the_id_reservation) {
+  // A power loss may take unsynced commits and with them the id counter;
+  // the fsync'd reservation keeps their ids from being handed out again.
+  temp_dir dir;
+  auto opts = options_for(dir, 0, 1, durability::periodic);
+  uint64_t reserved = 0;
+  core::task_id last = 0;
+  {
+    auto store = open_ok(opts);
+    for (int i = 0; i < 5; ++i) {
+      write_batch batch;
+      last = store->allocate_id();
+      batch.put(make_task(last, t0));
+      commit_ok(*store, batch);
+    }
+    reserved = store->meta().reserved_local_id;
+    BOOST_TEST(reserved > store->meta().next_local_id);
+  }
+  auto store = open_ok(opts);
+  auto next = store->allocate_id();
+  BOOST_TEST(next > last);
+  BOOST_TEST(next == reserved); // shard 0 of 1: id == local id
+}
+
+namespace {
+
+/// Records which directories get fsync'd, and in what order.
+class dir_sync_recorder : public rocksdb::FileSystemWrapper {
+public:
+  dir_sync_recorder()
+    : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()) {
+    // nop
+  }
+
+  const char* Name() const override { return "dir_sync_recorder"; }
+
+  rocksdb::IOStatus NewDirectory(const std::string& name,
+                                 const rocksdb::IOOptions& io_opts,
+                                 std::unique_ptr<rocksdb::FSDirectory>* result,
+                                 rocksdb::IODebugContext* dbg) override {
+    auto status = target()->NewDirectory(name, io_opts, result, dbg);
+    if (status.ok())
+      *result =
+        std::make_unique<recording_dir>(std::move(*result), name, synced);
+    return status;
+  }
+
+  std::vector<std::string> synced;
+
+private:
+  class recording_dir : public rocksdb::FSDirectoryWrapper {
+  public:
+    recording_dir(std::unique_ptr<rocksdb::FSDirectory> dir, std::string name,
+                  std::vector<std::string>& log)
+      : rocksdb::FSDirectoryWrapper(std::move(dir)), name_(std::move(name)),
+        log_(log) {
+      // nop
+    }
+
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
+                            rocksdb::IODebugContext* dbg) override {
+      auto status = rocksdb::FSDirectoryWrapper::Fsync(options, dbg);
+      if (status.ok())
+        log_.push_back(name_);
+      return status;
+    }
+
+  private:
+    std::string name_;
+    std::vector<std::string>& log_;
+  };
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(creating_the_data_directory_fsyncs_its_parents) {
+  // Under strict POSIX a new directory survives a power loss only once its
+  // parent is fsync'd; RocksDB syncs the data directory itself, not its
+  // parents, so the store must.
+  temp_dir dir;
+  auto fs = std::make_shared<dir_sync_recorder>();
+  auto opts = options_for(dir);
+  opts.path = (dir.path / "a" / "b" / "shard").string();
+  opts.file_system = fs;
+  { open_ok(opts); }
+  for (const auto& parent : {dir.path, dir.path / "a", dir.path / "a" / "b"})
+    BOOST_TEST(
+      std::count(fs->synced.begin(), fs->synced.end(), parent.string()) == 1,
+      parent.string() << " fsync'd once");
+}
+
 BOOST_AUTO_TEST_CASE(reopen_with_other_shard_settings_fails) {
   temp_dir dir;
   { open_ok(options_for(dir, 1, 4)); }
@@ -505,12 +597,18 @@ BOOST_AUTO_TEST_CASE(periodic_sync_when_due) {
   auto opts = options_for(dir, 0, 1, durability::periodic);
   opts.sync_period_ms = 100;
   auto store = open_ok(opts);
-  auto base = store->stats().syncs;
   auto commit_one = [&] {
     write_batch batch;
     batch.put(make_task(store->allocate_id(), t0));
     commit_ok(*store, batch);
   };
+  // The first commit with a new id fsyncs the id reservation once.
+  auto opened = store->stats().syncs;
+  commit_one();
+  BOOST_TEST(store->stats().syncs == opened + 1);
+  BOOST_TEST(store->meta().reserved_local_id > store->meta().next_local_id);
+  BOOST_TEST(!store->sync_if_due(500));
+  auto base = store->stats().syncs;
   commit_one();
   BOOST_TEST(store->stats().syncs == base); // not synced by the commit
   BOOST_TEST(!store->sync_if_due(1'000));
@@ -545,6 +643,9 @@ BOOST_AUTO_TEST_CASE(sync_and_none_durability_count_their_fsyncs) {
   BOOST_TEST(synced->stats().syncs == base + 3);
   temp_dir none_dir;
   auto unsynced = open_ok(options_for(none_dir, 0, 1, durability::none));
+  write_batch reserve;
+  reserve.put(make_task(unsynced->allocate_id(), t0));
+  commit_ok(*unsynced, reserve); // fsyncs the id reservation
   base = unsynced->stats().syncs;
   write_batch batch;
   batch.put(make_task(unsynced->allocate_id(), t0));
