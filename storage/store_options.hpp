@@ -41,9 +41,6 @@ struct store_options {
   /// that the owner calls `sync_if_due` at least this often.
   int64_t sync_period_ms = 100;
 
-  /// How long an idempotency key keeps naming its task.
-  int64_t key_retention_ms = 24 * 3600 * 1000;
-
   /// RocksDB memtable size per column family.
   size_t write_buffer_bytes = 64 << 20;
 

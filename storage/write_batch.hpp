@@ -78,7 +78,9 @@ public:
   /// Deletes a dead letter for good.
   void drop_dead(core::task_id id) { ops_.emplace_back(drop_dead_op{id}); }
 
-  /// Records an idempotency key.
+  /// Records an idempotency key. Its retention is the writer's choice:
+  /// `entry.expires_ms` (now + the engine's retention period); after it,
+  /// `find_key` no longer sees the key and `expire_keys` deletes it.
   void put_key(std::string key, idempotency_entry entry) {
     ops_.emplace_back(put_key_op{std::move(key), entry});
   }
