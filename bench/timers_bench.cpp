@@ -132,11 +132,12 @@ void pick_front(std::vector<task_id>& ids, size_t count, std::mt19937_64& rng) {
 
 // -- pre-filled structures ----------------------------------------------------
 
+/// `filled::cycle_end` when no compaction cycle run just ended.
+constexpr size_t no_cycle_end = std::numeric_limits<size_t>::max();
+
 /// A structure holding N pending entries, shared by the insert, erase,
 /// update and pop_due benchmarks of one (structure, N). Each benchmark
 /// leaves it with the same N ids pending, every due time after `now_ms`.
-constexpr size_t no_cycle_end = std::numeric_limits<size_t>::max();
-
 template<class Timers>
 struct filled {
   std::unique_ptr<Timers> timers;
