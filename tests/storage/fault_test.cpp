@@ -24,6 +24,7 @@
 #include "storage/rocks_task_store.hpp"
 #include "storage/store_options.hpp"
 #include "storage/write_batch.hpp"
+#include "test_support.hpp"
 
 using dally::core::errc;
 using dally::core::task_id;
@@ -38,45 +39,12 @@ using dally::storage::store_options;
 using dally::storage::task_record;
 using dally::storage::write_batch;
 
+using dally::storage::test::error_of;
+using dally::storage::test::prng;
+
 namespace {
 
 constexpr int64_t t0_ms = 1'700'000'000'000;
-
-/// The error in `res`, printable; the message of a passing check is
-/// built too, so it must not touch a missing error.
-template<class T>
-std::string error_of(const dally::core::result<T>& res) {
-  if (res)
-    return "no error";
-  std::ostringstream out;
-  out << res.err();
-  return out.str();
-}
-
-/// SplitMix64: a seeded, portable source of test decisions.
-class prng {
-public:
-  explicit prng(uint64_t seed) : state_(seed) {
-    // nop
-  }
-
-  uint64_t next() {
-    state_ += 0x9e3779b97f4a7c15ull;
-    auto z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-
-  /// Uniform enough in [0, n) for n far below 2^64.
-  uint64_t below(uint64_t n) { return next() % n; }
-
-  /// In [lo, hi].
-  uint64_t between(uint64_t lo, uint64_t hi) { return lo + below(hi - lo + 1); }
-
-private:
-  uint64_t state_;
-};
 
 /// A fresh directory under the system temp dir, removed on destruction.
 class temp_dir {

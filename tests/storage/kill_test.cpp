@@ -22,6 +22,7 @@
 #include "core/result.hpp"
 #include "storage/rocks_task_store.hpp"
 #include "storage/store_options.hpp"
+#include "test_support.hpp"
 
 #ifndef DALLY_STORE_WRITER
 #error "DALLY_STORE_WRITER must name the dally-store-writer binary"
@@ -34,40 +35,13 @@ using dally::storage::store_options;
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
+using dally::storage::test::error_of;
+using dally::storage::test::prng;
+
 namespace {
 
 /// Must match what dally-store-writer writes for a task id.
 constexpr int64_t t0_ms = 1'700'000'000'000;
-
-/// The error in `res`, printable; the message of a passing check is
-/// built too, so it must not touch a missing error.
-template<class T>
-std::string error_of(const dally::core::result<T>& res) {
-  if (res)
-    return "no error";
-  std::ostringstream out;
-  out << res.err();
-  return out.str();
-}
-
-/// SplitMix64: seeded kill times.
-class prng {
-public:
-  explicit prng(uint64_t seed) : state_(seed) {
-    // nop
-  }
-
-  uint64_t between(uint64_t lo, uint64_t hi) {
-    state_ += 0x9e3779b97f4a7c15ull;
-    auto z = state_;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return lo + (z ^ (z >> 31)) % (hi - lo + 1);
-  }
-
-private:
-  uint64_t state_;
-};
 
 /// A fresh directory under the system temp dir, removed on destruction.
 class temp_dir {
