@@ -136,10 +136,14 @@ private:
     for (int i = 0; i < spec_.name_count; ++i)
       if (equals_ignore_case(text, spec_.names[i]))
         return spec_.min + i;
+    // Built with append: GCC 12 warns (-Wrestrict, a false positive) on
+    // "literal" + std::string&& in Release builds.
+    std::string quoted{"'"};
+    quoted.append(text).append("'");
     if (spec_.names != nullptr)
-      return fail("'" + std::string{text} + "' is not a number or name (" +
-                  spec_.names_hint + ")");
-    return fail("'" + std::string{text} + "' is not a number");
+      return fail(quoted + " is not a number or name (" + spec_.names_hint +
+                  ")");
+    return fail(quoted + " is not a number");
   }
 
   /// A non-negative decimal; values too large for int map to INT_MAX so
