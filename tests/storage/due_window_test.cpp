@@ -19,6 +19,7 @@
 #include "storage/rocks_task_store.hpp"
 #include "storage/store_options.hpp"
 #include "storage/write_batch.hpp"
+#include "test_support.hpp"
 
 using dally::core::task_id;
 using dally::storage::due_key;
@@ -30,31 +31,12 @@ using dally::storage::task_record;
 using dally::storage::task_state;
 using dally::storage::write_batch;
 
+using dally::storage::test::temp_dir;
+
 namespace {
 
 constexpr int64_t t0_ms = 1'700'000'000'000;
 constexpr int64_t window_ms = 60'000;
-
-/// A fresh directory under the system temp dir, removed on destruction.
-class temp_dir {
-public:
-  temp_dir() {
-    auto tmpl =
-      (std::filesystem::temp_directory_path() / "dally-window-XXXXXX").string();
-    BOOST_REQUIRE(mkdtemp(tmpl.data()) != nullptr);
-    path_ = tmpl;
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
 
 /// A real store plus the model of what it holds (id -> record), so tests
 /// can build replace/erase batches and know what must fire when.

@@ -42,35 +42,11 @@ using dally::storage::write_batch;
 using dally::storage::test::error_of;
 using dally::storage::test::prng;
 
+using dally::storage::test::temp_dir;
+
 namespace {
 
 constexpr int64_t t0_ms = 1'700'000'000'000;
-
-/// A fresh directory under the system temp dir, removed on destruction.
-class temp_dir {
-public:
-  temp_dir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("dally-faults-" + std::to_string(::getpid()) + "-" +
-             std::to_string(++counter));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
 
 /// A task with contents drawn from `rng`, so that a damaged copy shows.
 task_record make_record(task_id id, prng& rng) {

@@ -38,34 +38,12 @@ using std::chrono::steady_clock;
 using dally::storage::test::error_of;
 using dally::storage::test::prng;
 
+using dally::storage::test::temp_dir;
+
 namespace {
 
 /// Must match what dally-store-writer writes for a task id.
 constexpr int64_t t0_ms = 1'700'000'000'000;
-
-/// A fresh directory under the system temp dir, removed on destruction.
-class temp_dir {
-public:
-  temp_dir()
-    : path_(std::filesystem::temp_directory_path() /
-            ("dally-kill-" + std::to_string(::getpid()))) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
 
 /// How one run of the writer ended.
 struct run_result {

@@ -27,6 +27,7 @@
 #include "core/time_range.hpp"
 #include "storage/record_codec.hpp"
 #include "storage/rocks_task_store.hpp"
+#include "test_support.hpp"
 
 using namespace dally;
 using namespace dally::storage;
@@ -40,36 +41,17 @@ std::ostream& boost_test_print_type(std::ostream& out, const due_key& key) {
 
 } // namespace dally::storage
 
+using dally::storage::test::temp_dir;
+
 namespace {
 
 constexpr int64_t t0 = 1'704'067'200'000; // 2024-01-01T00:00:00Z
-
-/// A fresh directory under the system temp dir, removed at the end.
-struct temp_dir {
-  std::filesystem::path path;
-
-  temp_dir() {
-    static std::atomic<int> counter{0};
-    auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
-    path = std::filesystem::temp_directory_path() /
-           ("dally-rocks-test-" + std::to_string(::getpid()) + "-" +
-            std::to_string(counter++) + "-" + std::to_string(ticks));
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-};
 
 store_options options_for(const temp_dir& dir, uint32_t shard = 0,
                           uint32_t shard_count = 1,
                           durability level = durability::sync) {
   store_options opts;
-  opts.path = dir.path.string();
+  opts.path = dir.path().string();
   opts.shard = shard;
   opts.shard_count = shard_count;
   opts.durability = level;
@@ -137,14 +119,14 @@ void with_raw_db(
   rocksdb::Options options;
   std::vector<std::string> names;
   BOOST_REQUIRE(
-    rocksdb::DB::ListColumnFamilies(options, dir.path.string(), &names).ok());
+    rocksdb::DB::ListColumnFamilies(options, dir.path().string(), &names).ok());
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const auto& name : names)
     descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions{});
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
-  auto status =
-    rocksdb::DB::Open(options, dir.path.string(), descriptors, &handles, &raw);
+  auto status = rocksdb::DB::Open(options, dir.path().string(), descriptors,
+                                  &handles, &raw);
   BOOST_REQUIRE_MESSAGE(status.ok(), status.ToString());
   std::unique_ptr<rocksdb::DB> db{raw};
   std::map<std::string, rocksdb::ColumnFamilyHandle*> cfs;
@@ -546,10 +528,11 @@ BOOST_AUTO_TEST_CASE(creating_the_data_directory_fsyncs_its_parents) {
   temp_dir dir;
   auto fs = std::make_shared<dir_sync_recorder>();
   auto opts = options_for(dir);
-  opts.path = (dir.path / "a" / "b" / "shard").string();
+  opts.path = (dir.path() / "a" / "b" / "shard").string();
   opts.file_system = fs;
   { open_ok(opts); }
-  for (const auto& parent : {dir.path, dir.path / "a", dir.path / "a" / "b"})
+  for (const auto& parent :
+       {dir.path(), dir.path() / "a", dir.path() / "a" / "b"})
     BOOST_TEST(
       std::count(fs->synced.begin(), fs->synced.end(), parent.string()) == 1,
       parent.string() << " fsync'd once");
@@ -561,7 +544,7 @@ BOOST_AUTO_TEST_CASE(reopen_with_other_shard_settings_fails) {
   auto other_count = rocks_task_store::open(options_for(dir, 1, 8));
   BOOST_REQUIRE(!other_count);
   check_error(other_count.err(), errc::store_unavailable,
-              {"holds shard 1 of 4, not shard 1 of 8", dir.path.string()});
+              {"holds shard 1 of 4, not shard 1 of 8", dir.path().string()});
   auto other_shard = rocks_task_store::open(options_for(dir, 3, 4));
   BOOST_REQUIRE(!other_shard);
   check_error(other_shard.err(), errc::store_unavailable,
@@ -701,7 +684,7 @@ BOOST_AUTO_TEST_CASE(open_while_another_process_holds_the_store_is_refused) {
     ::alarm(20);
     ::close(ready[0]);
     ::close(done[1]);
-    auto lock_path = dir.path / "LOCK";
+    auto lock_path = dir.path() / "LOCK";
     int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT, 0644);
     struct flock lock = {};
     lock.l_type = F_WRLCK;

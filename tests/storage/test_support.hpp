@@ -2,13 +2,44 @@
 
 // Helpers shared by the storage fault and crash suites.
 
+#include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <sstream>
 #include <string>
+#include <system_error>
+
+#include <stdlib.h>
 
 #include "core/result.hpp"
 
 namespace dally::storage::test {
+
+/// A fresh, uniquely named directory under the system temp dir (mkdtemp),
+/// removed with everything in it on destruction.
+class temp_dir {
+public:
+  temp_dir() {
+    auto tmpl =
+      (std::filesystem::temp_directory_path() / "dally-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw std::system_error(errno, std::generic_category(), "mkdtemp");
+    path_ = tmpl;
+  }
+
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
 
 /// The error in `res`, printable; the message of a passing check is
 /// built too, so it must not touch a missing error.
