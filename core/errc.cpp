@@ -48,6 +48,14 @@ std::string_view to_string(errc code) noexcept {
       return "store_unavailable";
     case errc::stale_epoch:
       return "stale_epoch";
+    case errc::stale_delivery:
+      return "stale_delivery";
+    case errc::invalid_request:
+      return "invalid_request";
+    case errc::unavailable:
+      return "unavailable";
+    case errc::idempotency_conflict:
+      return "idempotency_conflict";
   }
   return "unknown";
 }

@@ -52,6 +52,16 @@ enum class errc : uint8_t {
   store_unavailable,
   /// An epoch older than the current one: a newer owner has taken over.
   stale_epoch,
+  /// An ack, nack or touch names a delivery that is no longer current: the
+  /// lease ran out and the task was redelivered, or it was settled already.
+  stale_delivery,
+  /// A request is missing a required field or mixes incompatible ones.
+  invalid_request,
+  /// A shard is restarting or gave up, or a peer did not answer; the
+  /// request may be retried (with its idempotency key).
+  unavailable,
+  /// An idempotency key already names a task with another topic or payload.
+  idempotency_conflict,
 };
 
 /// Returns the enumerator's name, e.g. "invalid_time".

@@ -8,6 +8,11 @@
 
 namespace dally::core {
 
+/// Prints the enumerator's name (for logs and test failures).
+inline std::ostream& operator<<(std::ostream& out, errc code) {
+  return out << to_string(code);
+}
+
 /// An error value: a code to branch on and a message for people. Core code
 /// never throws for bad input; it returns one of these.
 class error {

@@ -65,7 +65,7 @@ task_record make_record(task_id id, prng& rng) {
 bool same_content(const task_record& x, const task_record& y) {
   return x.task == y.task && x.state == y.state &&
          x.lease_deadline_ms == y.lease_deadline_ms &&
-         x.fired_count == y.fired_count;
+         x.fired_count == y.fired_count && x.retry_at_ms == y.retry_at_ms;
 }
 
 std::string describe(const dally::core::error& err) {

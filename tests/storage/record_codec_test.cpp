@@ -67,6 +67,7 @@ task_record sample_record() {
   rec.state = task_state::in_flight;
   rec.lease_deadline_ms = t0 + 5'042;
   rec.fired_count = 9;
+  rec.retry_at_ms = t0 + 7'000;
   rec.stamp = stamp{4, 1234};
   return rec;
 }
@@ -210,6 +211,17 @@ BOOST_AUTO_TEST_CASE(text_that_protobuf_cannot_read_back_is_refused) {
   dead_letter dead{rec, t0, "consumer said \xff!"};
   auto back = ok(decode_dead_letter(ok(encode(dead))));
   BOOST_TEST(back.reason == "consumer said \xEF\xBF\xBD!");
+}
+
+BOOST_AUTO_TEST_CASE(index_time_is_the_retry_time_while_a_retry_waits) {
+  auto rec = sample_record();
+  BOOST_TEST(rec.index_ms() == t0 + 5'042); // in flight: the lease deadline
+  rec.state = task_state::pending;
+  BOOST_TEST(rec.index_ms() == t0 + 7'000); // pending: the later retry time
+  rec.retry_at_ms = 0;
+  BOOST_TEST(rec.index_ms() == t0 + 42); // no retry: the due time
+  rec.retry_at_ms = t0 + 1;
+  BOOST_TEST(rec.index_ms() == t0 + 42); // never before the due time
 }
 
 BOOST_AUTO_TEST_SUITE_END()
