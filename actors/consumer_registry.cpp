@@ -1,0 +1,140 @@
+#include "actors/consumer_registry.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/messages.hpp"
+#include "actors/shard.hpp"
+#include "actors/type_ids.hpp"
+
+namespace dally::actors {
+
+namespace {
+
+struct subscription {
+  consumer_actor handle;
+  uint32_t max_in_flight = 1;
+};
+
+struct registry_state {
+  static inline const char* name = "dally.registry";
+
+  std::vector<caf::actor> notifiers;
+  uint32_t default_max_in_flight = 1000;
+  /// Topic -> consumers, in subscription order.
+  std::map<std::string, std::vector<subscription>> topics;
+  /// Consumer -> how many topics it consumes (monitored while > 0).
+  std::unordered_map<caf::actor_addr, size_t> watched;
+};
+
+using registry_actor = caf::stateful_actor<registry_state>;
+
+void publish(registry_actor* self, const std::string& topic) {
+  auto& st = self->state;
+  consumers_msg msg;
+  msg.topic = topic;
+  if (auto i = st.topics.find(topic); i != st.topics.end())
+    for (auto& sub : i->second)
+      msg.consumers.emplace_back(sub.handle, sub.max_in_flight);
+  auto& target = st.notifiers[notifier_index(topic, st.notifiers.size())];
+  self->send(target, std::move(msg));
+}
+
+caf::behavior registry_impl(registry_actor* self,
+                            std::vector<caf::actor> notifiers,
+                            uint32_t default_max_in_flight) {
+  auto& st = self->state;
+  st.notifiers = std::move(notifiers);
+  st.default_max_in_flight = default_max_in_flight;
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (st.watched.erase(msg.source) == 0)
+      return;
+    for (auto i = st.topics.begin(); i != st.topics.end();) {
+      auto& subs = i->second;
+      subs.erase(std::remove_if(subs.begin(), subs.end(),
+                                [&](const subscription& s) {
+                                  return s.handle.address() == msg.source;
+                                }),
+                 subs.end());
+      i = subs.empty() ? st.topics.erase(i) : std::next(i);
+    }
+    // The notifiers drop the consumer from every topic and requeue what it
+    // held; they need no separate topic update.
+    for (auto& n : st.notifiers)
+      self->send(n, consumer_down_msg{msg.source.id()});
+  });
+  return {
+    [self](subscribe_request& req,
+           consumer_actor& consumer) -> caf::result<empty_reply> {
+      auto& st = self->state;
+      const auto& topic = req.pb.topic();
+      if (topic.empty())
+        return make_caf_error(core::errc::invalid_topic, "topic is empty");
+      if (!consumer)
+        return make_caf_error(core::errc::invalid_request,
+                              "subscribe needs a consumer actor");
+      auto cap = req.pb.max_in_flight() == 0
+                   ? st.default_max_in_flight
+                   : std::min(req.pb.max_in_flight(), st.default_max_in_flight);
+      auto& subs = st.topics[topic];
+      auto i = std::find_if(subs.begin(), subs.end(),
+                            [&](auto& s) { return s.handle == consumer; });
+      if (i != subs.end()) {
+        i->max_in_flight = cap;
+      } else {
+        subs.push_back(subscription{consumer, cap});
+        if (st.watched[consumer.address()]++ == 0)
+          self->monitor(consumer);
+      }
+      publish(self, topic);
+      return empty_reply{};
+    },
+    [self](unsubscribe_request& req,
+           consumer_actor& consumer) -> caf::result<empty_reply> {
+      auto& st = self->state;
+      auto t = st.topics.find(req.pb.topic());
+      if (t == st.topics.end())
+        return empty_reply{};
+      auto& subs = t->second;
+      auto i = std::find_if(subs.begin(), subs.end(),
+                            [&](auto& s) { return s.handle == consumer; });
+      if (i == subs.end())
+        return empty_reply{};
+      subs.erase(i);
+      auto topic = t->first;
+      if (subs.empty())
+        st.topics.erase(t);
+      if (auto w = st.watched.find(consumer.address());
+          w != st.watched.end() && --w->second == 0) {
+        st.watched.erase(w);
+        self->demonitor(consumer.address());
+      }
+      publish(self, topic);
+      return empty_reply{};
+    },
+    [self](topics_atom) {
+      topic_consumers_msg out;
+      for (auto& [topic, subs] : self->state.topics)
+        out.counts[topic] = static_cast<uint32_t>(subs.size());
+      return out;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_consumer_registry(caf::actor_system& sys,
+                                   std::vector<caf::actor> notifiers,
+                                   uint32_t default_max_in_flight) {
+  return sys.spawn(registry_impl, std::move(notifiers), default_max_in_flight);
+}
+
+} // namespace dally::actors

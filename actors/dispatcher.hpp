@@ -1,0 +1,144 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/shard_logic.hpp"
+#include "proto/dally_api.pb.h"
+
+namespace dally::actors {
+
+/// A consumer as a dispatcher knows it; the notifier maps ids to handles
+/// (the CAF actor id).
+using consumer_id = uint64_t;
+
+/// One consumer of a topic and how many deliveries of the topic it may
+/// hold unanswered.
+struct consumer_slot {
+  consumer_id id = 0;
+  uint32_t max_in_flight = 1;
+
+  friend bool operator==(const consumer_slot&, const consumer_slot&) = default;
+};
+
+/// What a dispatcher asks its notifier actor to do. The dispatcher appends;
+/// the actor acts on everything and clears it.
+struct dispatch_effects {
+  /// Deliveries to send now, each to one consumer.
+  std::vector<std::pair<consumer_id, v1::Delivery>> send;
+  /// Deliveries whose consumer died: due again at once (shard `requeue`).
+  std::vector<delivery_ref> requeue;
+  /// Deliveries nobody could take: pending again, attempt not counted
+  /// (shard `undelivered`).
+  std::vector<delivery_ref> undelivered;
+  /// Topic availability changes for every shard, in order.
+  std::vector<std::pair<std::string, bool>> availability;
+
+  bool empty() const noexcept {
+    return send.empty() && requeue.empty() && undelivered.empty() &&
+           availability.empty();
+  }
+
+  void clear() {
+    send.clear();
+    requeue.clear();
+    undelivered.clear();
+    availability.clear();
+  }
+};
+
+/// How much a dispatcher lets wait and run.
+struct dispatcher_options {
+  /// Deliveries awaiting an answer across all consumers of this dispatcher.
+  uint32_t max_in_flight_total = 100'000;
+};
+
+/// Counters of one topic.
+struct topic_counters {
+  uint32_t consumers = 0;
+  uint64_t queued = 0;
+  uint64_t in_flight = 0;
+  uint64_t delivered = 0;
+  /// Dropped unsent because their lease ran out first (the shard
+  /// redelivers them).
+  uint64_t expired = 0;
+};
+
+/// The logic of one notifier actor, free of CAF: it hands fired deliveries
+/// to the consumers of their topics without ever blocking a shard.
+///
+/// Each consumer holds at most its `max_in_flight` unanswered deliveries of
+/// a topic, and the dispatcher at most `max_in_flight_total`; the rest wait
+/// in a per-topic FIFO queue. A topic's queue holds at most as many entries
+/// as its consumers may hold together; a delivery beyond that, and every
+/// delivery of a topic without consumers, goes back to its shard as
+/// undelivered and the topic is announced unavailable, so shards park its
+/// tasks (no attempt is used up while nobody can take them). The topic is
+/// announced available again once its queue has drained and it has a
+/// consumer. A queued delivery whose lease ran out before its turn is
+/// dropped: the shard redelivers it. The first announcement of a topic
+/// always goes out (a new dispatcher cannot know what shards were told).
+///
+/// Among the consumers of a topic with free slots, the one with the fewest
+/// unanswered deliveries gets the next one (ties: round robin), so several
+/// consumers of a topic share its load. When the total cap is reached,
+/// topics with queued deliveries take turns (round robin, one delivery per
+/// turn) as slots free up, so no topic starves another.
+class dispatcher {
+public:
+  explicit dispatcher(dispatcher_options opts = {});
+
+  dispatcher(const dispatcher&) = delete;
+  dispatcher& operator=(const dispatcher&) = delete;
+
+  ~dispatcher();
+
+  /// Replaces the consumers of `topic` (an empty list: none left). A
+  /// consumer removed from the list keeps the deliveries it holds (it may
+  /// still answer them); queued deliveries go to the new list.
+  void set_consumers(const std::string& topic,
+                     std::vector<consumer_slot> consumers, int64_t now_ms,
+                     dispatch_effects& out);
+
+  /// A consumer died: it leaves every topic and each delivery it held is
+  /// requeued, in the order they were sent.
+  void consumer_down(consumer_id id, int64_t now_ms, dispatch_effects& out);
+
+  /// Deliveries a shard fired, in due order. One whose lease has already
+  /// run out is dropped (a lease deadline of 0 never runs out).
+  void deliver(std::vector<v1::Delivery> batch, int64_t now_ms,
+               dispatch_effects& out);
+
+  /// `id` answered `d` (any verdict): its slot is free. False if `d` was
+  /// not outstanding at `id` (already timed out or requeued); the actor
+  /// still forwards an ack or nack, which the shard judges.
+  bool answered(consumer_id id, const delivery_ref& d, int64_t now_ms,
+                dispatch_effects& out);
+
+  /// Sending `d` to `id` failed. A timeout frees the slot (the lease
+  /// decides what happens to the task); any other failure means the
+  /// consumer is gone: the delivery is requeued (only if `id` still held
+  /// it, so nothing is requeued twice) and `id` leaves its topics at once,
+  /// keeping what it holds (requeued by `consumer_down`), so that no new
+  /// delivery goes to it and fails too, using up an attempt.
+  void failed(consumer_id id, const delivery_ref& d, bool timeout,
+              int64_t now_ms, dispatch_effects& out);
+
+  /// Counters per topic (topics with consumers, queued or held
+  /// deliveries, or deliveries so far).
+  std::map<std::string, topic_counters> counters() const;
+
+  /// Deliveries awaiting an answer.
+  size_t in_flight() const noexcept;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace dally::actors

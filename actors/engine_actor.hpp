@@ -1,0 +1,42 @@
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include "actors/wire.hpp"
+
+namespace dally {
+
+/// A consumer of one or more topics. It answers each delivery with a verdict:
+/// ack, nack (retry later) or later (it settles through the engine's ack,
+/// nack or touch before the lease ends). An answer may be deferred with a
+/// response promise, as long as it comes before the lease deadline.
+using consumer_actor = caf::typed_actor<
+  caf::replies_to<actors::delivery_msg>::with<actors::delivery_reply>>;
+
+/// The engine's public interface, the same embedded and remote. Every
+/// request is answered with its reply or a `caf::error` whose category is
+/// `dally` and whose code is a `core::errc` (see actors/error.hpp).
+///
+/// Replies to requests that change tasks come only once the change is
+/// durable at the node's durability level.
+using engine_actor = caf::typed_actor<
+  caf::replies_to<actors::schedule_request>::with<actors::schedule_reply>,
+  caf::replies_to<actors::schedule_batch_request>::with<
+    actors::schedule_batch_reply>,
+  caf::replies_to<actors::revoke_request>::with<actors::change_reply>,
+  caf::replies_to<actors::reschedule_request>::with<actors::change_reply>,
+  caf::replies_to<actors::get_request>::with<actors::get_reply>,
+  caf::replies_to<actors::subscribe_request,
+                  consumer_actor>::with<actors::empty_reply>,
+  caf::replies_to<actors::unsubscribe_request,
+                  consumer_actor>::with<actors::empty_reply>,
+  caf::replies_to<actors::ack_request>::with<actors::empty_reply>,
+  caf::replies_to<actors::nack_request>::with<actors::empty_reply>,
+  caf::replies_to<actors::touch_request>::with<actors::empty_reply>,
+  caf::replies_to<actors::stats_request>::with<actors::stats_reply>,
+  caf::replies_to<actors::dead_letters_request>::with<
+    actors::dead_letters_reply>,
+  caf::replies_to<actors::kick_request>::with<actors::change_reply>>;
+
+} // namespace dally

@@ -1,0 +1,103 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/delivery_policy.hpp"
+#include "core/task_limits.hpp"
+#include "storage/due_window.hpp"
+#include "storage/store_options.hpp"
+
+namespace dally::actors {
+
+/// How one shard works (in the manner of rocksdb::Options: plain fields
+/// with documented defaults).
+struct shard_options {
+  /// What part of the due index lives in memory.
+  storage::due_window_options window;
+
+  /// Limits every incoming task must meet.
+  core::task_limits limits;
+
+  /// Used for tasks scheduled without a policy of their own.
+  core::delivery_policy default_policy;
+
+  /// Most due tasks fired per wake-up; the shard yields to other messages
+  /// between batches.
+  size_t fire_batch = 1024;
+
+  /// How long an idempotency key is remembered after its task was
+  /// scheduled (one day).
+  int64_t key_retention_ms = 24 * 3600 * 1000;
+
+  /// A task overdue by more than this when popped counts as backlog (after
+  /// downtime) and fires at the paced rate below; tasks closer to their due
+  /// time fire at once.
+  int64_t late_threshold_ms = 1000;
+
+  /// Backlog tasks fired per second per shard; 0: no pacing.
+  uint32_t overdue_rate_per_s = 20'000;
+
+  /// Most backlog entries (16 bytes each) held in memory waiting for their
+  /// paced turn; beyond it, popping pauses until the backlog drains.
+  size_t max_backlog = 1'000'000;
+
+  /// Page size of dead_letters when the request gives none.
+  size_t dead_letter_page = 100;
+};
+
+/// Everything needed to start an engine on one node: the embedding facade
+/// takes it as is, dallyd fills it from its config file and flags.
+struct engine_config {
+  /// Where the shards keep their stores, one sub-directory each.
+  std::string data_dir = "dally-data";
+
+  /// Fixed when the data directory is created; reopening with another
+  /// count fails.
+  uint32_t shard_count = 4;
+
+  storage::durability durability = storage::durability::sync;
+
+  /// With durability::periodic: the longest a write stays unsynced.
+  int64_t sync_period_ms = 100;
+
+  /// RocksDB memory per shard.
+  size_t write_buffer_bytes = 16 << 20;
+  size_t block_cache_bytes = 32 << 20;
+
+  shard_options shard;
+
+  /// Notifier actors delivering fired tasks; topics are spread over them.
+  uint32_t notifiers = 2;
+
+  /// Deliveries a consumer may hold unanswered (per topic), unless it asks
+  /// for fewer when subscribing.
+  uint32_t max_in_flight_per_consumer = 1000;
+
+  /// Deliveries held unanswered across all consumers of one notifier;
+  /// beyond it, fired tasks wait in the notifier's queue.
+  uint32_t max_in_flight_total = 100'000;
+
+  /// Restarts of one shard within a minute before the supervisor gives up
+  /// on it (its requests then fail with `unavailable`).
+  uint32_t max_restarts_per_minute = 10;
+
+  /// The UTC wall clock in ms that due times are measured against. Empty:
+  /// the system clock. Tests and the simulator inject one that follows the
+  /// actor system's (virtual) clock. Waiting always happens on the actor
+  /// clock and is re-checked against this one on wake-up, so a wall-clock
+  /// step neither fires a burst early nor stalls.
+  std::function<int64_t()> wall_clock_ms;
+
+  /// Replaces RocksDB's file system in every shard's store (tests inject
+  /// faults through it).
+  std::shared_ptr<rocksdb::FileSystem> file_system;
+};
+
+/// The system clock as UTC ms.
+int64_t system_wall_clock_ms();
+
+} // namespace dally::actors

@@ -1,0 +1,119 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+#include <caf/error.hpp>
+
+#include "actors/dispatcher.hpp"
+#include "actors/engine_actor.hpp"
+#include "actors/shard_logic.hpp"
+#include "proto/dally_api.pb.h"
+
+// Messages between the actors of one node. They never leave the process,
+// so they are plain structs (allowed as unsafe message types: CAF may not
+// serialize them, and nothing does).
+
+namespace dally::actors {
+
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using wake_atom = caf::atom_constant<caf::atom("wake")>;
+using maintain_atom = caf::atom_constant<caf::atom("maintain")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using topics_atom = caf::atom_constant<caf::atom("topics")>;
+using ready_atom = caf::atom_constant<caf::atom("ready")>;
+/// Asks the engine for its shard actors (tests kill them to exercise the
+/// supervisor).
+using shards_atom = caf::atom_constant<caf::atom("shards")>;
+
+/// Shard -> notifier: deliveries fired by one commit, in due order.
+struct deliver_batch {
+  std::vector<v1::Delivery> items;
+};
+
+/// Notifier -> engine -> shard: the consumer holding a delivery died.
+struct requeue_msg {
+  delivery_ref ref;
+};
+
+/// Notifier -> engine -> shard: nobody could take a delivery.
+struct undelivered_msg {
+  delivery_ref ref;
+};
+
+/// Notifier -> engine -> shards: whether a topic can take deliveries.
+/// Routed through the engine so that it reaches a shard before any
+/// undelivered_msg the notifier sends after it.
+struct topic_status_msg {
+  std::string topic;
+  bool available = false;
+};
+
+/// Registry -> notifier: the consumers of one topic now.
+struct consumers_msg {
+  std::string topic;
+  std::vector<std::pair<consumer_actor, uint32_t>> consumers;
+};
+
+/// Registry -> notifiers: a consumer died.
+struct consumer_down_msg {
+  consumer_id id = 0;
+};
+
+/// Supervisor -> engine: shard `index` runs as `shard` (first start or
+/// restart).
+struct shard_up_msg {
+  uint32_t index = 0;
+  caf::actor shard;
+};
+
+/// Supervisor -> engine: shard `index` failed and is not restarted (yet).
+struct shard_down_msg {
+  uint32_t index = 0;
+  caf::error reason;
+};
+
+/// Shard -> engine: a shard's numbers, for stats.
+struct shard_stats_msg {
+  shard_counters counters;
+  uint64_t window = 0;
+  uint64_t backlog = 0;
+  std::map<std::string, uint64_t> waiting;
+};
+
+/// Notifier -> engine: a notifier's numbers, for stats.
+struct notifier_stats_msg {
+  std::map<std::string, topic_counters> topics;
+  uint64_t in_flight = 0;
+};
+
+/// Engine -> tests: the current shard actors (null while restarting).
+struct shard_handles_msg {
+  std::vector<caf::actor> shards;
+};
+
+/// Registry -> engine: consumers per topic, for stats.
+struct topic_consumers_msg {
+  std::map<std::string, uint32_t> counts;
+};
+
+} // namespace dally::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::topic_consumers_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_handles_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::deliver_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::requeue_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::undelivered_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::topic_status_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumers_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumer_down_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_up_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_down_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_stats_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::notifier_stats_msg)

@@ -1,0 +1,415 @@
+#include "actors/shard.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include <caf/actor_ostream.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/messages.hpp"
+#include "actors/shard_logic.hpp"
+#include "actors/type_ids.hpp"
+#include "storage/rocks_task_store.hpp"
+
+namespace dally::actors {
+
+size_t notifier_index(const std::string& topic, size_t count) noexcept {
+  // FNV-1a: the same on every platform and in the simulator.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : topic) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return count == 0 ? 0 : static_cast<size_t>(h % count);
+}
+
+namespace {
+
+constexpr int64_t never_ms = std::numeric_limits<int64_t>::max();
+
+/// How soon after a commit a shard forgets expired keys and syncs a
+/// periodic store. Armed only by commits, so an idle shard has no timer.
+constexpr auto maintain_interval = std::chrono::milliseconds{500};
+
+struct shard_state {
+  static inline const char* name = "dally.shard";
+
+  shard_setup setup;
+  std::unique_ptr<storage::rocks_task_store> store;
+  std::unique_ptr<shard_logic> logic;
+  /// Replies held until the batch they depend on is durable.
+  std::vector<std::function<void(const core::error&)>> held;
+  bool flush_sent = false;
+  bool maintain_armed = false;
+  /// The armed wake-up: its generation and wall-clock target.
+  uint64_t wake_generation = 0;
+  int64_t armed_ms = never_ms;
+
+  ~shard_state() {
+    // The logic refers to the store: it goes first. The store closes its
+    // RocksDB instance (and lock) here, so a restart can reopen it.
+    logic.reset();
+    store.reset();
+  }
+};
+
+using shard_actor = caf::stateful_actor<shard_state>;
+
+int64_t wall_now(shard_actor* self) {
+  return self->state.setup.wall_clock_ms();
+}
+
+void schedule_flush(shard_actor* self) {
+  auto& st = self->state;
+  if (!st.flush_sent && st.logic->dirty()) {
+    st.flush_sent = true;
+    self->send(self, flush_atom::value);
+  }
+}
+
+/// Keeps exactly one wake-up armed, at the logic's next work.
+void arm(shard_actor* self) {
+  auto& st = self->state;
+  auto next = st.logic->next_wakeup_ms();
+  if (next == never_ms) {
+    if (st.armed_ms != never_ms) {
+      ++st.wake_generation; // Cancels the armed one.
+      st.armed_ms = never_ms;
+    }
+    return;
+  }
+  if (next >= st.armed_ms)
+    return; // The armed wake-up comes first; it re-arms on arrival.
+  auto gen = ++st.wake_generation;
+  st.armed_ms = next;
+  auto delay_ms = next - wall_now(self);
+  if (delay_ms <= 0)
+    self->send(self, wake_atom::value, gen);
+  else
+    self->delayed_send(self, std::chrono::milliseconds{delay_ms},
+                       wake_atom::value, gen);
+}
+
+/// Answers at once when nothing is staged, else after the next commit.
+template<class Reply>
+caf::result<Reply> answer(shard_actor* self, Reply value) {
+  auto& st = self->state;
+  if (!st.logic->dirty())
+    return value;
+  auto rp = self->make_response_promise<Reply>();
+  st.held.emplace_back(
+    [rp, v = std::move(value)](const core::error& err) mutable {
+      if (err)
+        rp.deliver(to_caf(err));
+      else
+        rp.deliver(std::move(v));
+    });
+  schedule_flush(self);
+  return rp;
+}
+
+/// An error answer; held like a value so that answers keep their order.
+template<class Reply>
+caf::result<Reply> fail(shard_actor* self, const core::error& err) {
+  auto& st = self->state;
+  if (!st.logic->dirty())
+    return to_caf(err);
+  auto rp = self->make_response_promise<Reply>();
+  st.held.emplace_back(
+    [rp, err](const core::error&) mutable { rp.deliver(to_caf(err)); });
+  schedule_flush(self);
+  return rp;
+}
+
+void send_deliveries(shard_actor* self, std::vector<v1::Delivery>& items) {
+  auto& notifiers = self->state.setup.notifiers;
+  if (items.empty() || notifiers.empty())
+    return;
+  if (notifiers.size() == 1) {
+    self->send(notifiers[0], deliver_batch{std::move(items)});
+    return;
+  }
+  std::vector<deliver_batch> per(notifiers.size());
+  for (auto& d : items)
+    per[notifier_index(d.topic(), notifiers.size())].items.emplace_back(
+      std::move(d));
+  for (size_t i = 0; i < per.size(); ++i)
+    if (!per[i].items.empty())
+      self->send(notifiers[i], std::move(per[i]));
+}
+
+void flush(shard_actor* self) {
+  auto& st = self->state;
+  st.flush_sent = false;
+  auto now = wall_now(self);
+  auto res = st.logic->commit(now);
+  auto held = std::move(st.held);
+  st.held.clear();
+  for (auto& f : held)
+    f(res.err);
+  if (!res.err)
+    send_deliveries(self, res.deliveries);
+  if (!st.maintain_armed) {
+    // A periodic store must sync within its period after a write.
+    auto delay = maintain_interval;
+    if (st.setup.store.durability == storage::durability::periodic)
+      delay = std::min(delay, std::chrono::milliseconds{std::max<int64_t>(
+                                1, st.setup.store.sync_period_ms)});
+    st.maintain_armed = true;
+    self->delayed_send(self, delay, maintain_atom::value);
+  }
+  arm(self);
+}
+
+void wake(shard_actor* self) {
+  auto& st = self->state;
+  st.armed_ms = never_ms;
+  auto now = wall_now(self);
+  if (auto err = st.logic->fire(now)) {
+    // The window stays consistent on a store error; try again shortly
+    // rather than spinning on a failing disk.
+    self->delayed_send(self, std::chrono::milliseconds{100}, wake_atom::value,
+                       ++st.wake_generation);
+    st.armed_ms = now + 100;
+  }
+  if (st.logic->dirty())
+    schedule_flush(self);
+  else
+    arm(self);
+}
+
+delivery_ref ref_of(const v1::DeliveryId& id) {
+  return delivery_ref{id.task_id(), id.occurrence(), id.attempt()};
+}
+
+v1::ChangeOutcome outcome_to_wire(change_outcome x) {
+  switch (x) {
+    case change_outcome::done:
+      return v1::CHANGE_OUTCOME_DONE;
+    case change_outcome::in_flight:
+      return v1::CHANGE_OUTCOME_IN_FLIGHT;
+    case change_outcome::completed:
+      return v1::CHANGE_OUTCOME_COMPLETED;
+    case change_outcome::not_found:
+      return v1::CHANGE_OUTCOME_NOT_FOUND;
+  }
+  return v1::CHANGE_OUTCOME_UNSPECIFIED;
+}
+
+change_reply change_answer(change_outcome x) {
+  v1::ChangeReply pb;
+  pb.set_outcome(outcome_to_wire(x));
+  return change_reply{std::move(pb)};
+}
+
+/// Runs a change request and answers with its outcome after the commit.
+caf::result<change_reply> answer_change(shard_actor* self,
+                                        core::result<change_outcome> res) {
+  if (!res)
+    return fail<change_reply>(self, res.err());
+  auto reply = change_answer(*res);
+  schedule_flush(self);
+  return answer(self, std::move(reply));
+}
+
+caf::result<empty_reply> answer_settle(shard_actor* self, core::error err) {
+  if (err)
+    return fail<empty_reply>(self, err);
+  schedule_flush(self);
+  return answer(self, empty_reply{});
+}
+
+caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
+  auto& st = self->state;
+  st.setup = std::move(setup);
+  if (!st.setup.wall_clock_ms)
+    st.setup.wall_clock_ms = system_wall_clock_ms;
+  auto opened = storage::rocks_task_store::open(st.setup.store);
+  if (!opened) {
+    self->quit(to_caf(opened.err()));
+    return {};
+  }
+  st.store = std::move(*opened);
+  st.logic = std::make_unique<shard_logic>(*st.store, st.setup.opts);
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    // Flush what is staged so that held replies get their answer; then go.
+    auto& st = self->state;
+    if (st.logic && st.logic->dirty())
+      flush(self);
+    if (st.store)
+      st.store->sync();
+    self->quit(msg.reason);
+  });
+  auto self_handle = caf::actor_cast<caf::actor>(self);
+  self->send(st.setup.engine, shard_up_msg{st.setup.index, self_handle});
+  if (st.setup.supervisor)
+    self->send(st.setup.supervisor, shard_up_msg{st.setup.index, self_handle});
+  self->send(self, wake_atom::value, ++st.wake_generation);
+  st.maintain_armed = true;
+  self->send(self, maintain_atom::value);
+  return {
+    [self](flush_atom) { flush(self); },
+    [self](wake_atom, uint64_t gen) {
+      if (gen == self->state.wake_generation)
+        wake(self);
+    },
+    [self](maintain_atom) {
+      auto& st = self->state;
+      st.maintain_armed = false;
+      if (auto err = st.logic->maintain(wall_now(self)))
+        caf::aout(self) << "dally shard " << st.setup.index
+                        << ": maintenance failed: " << err << std::endl;
+    },
+    [self](schedule_request& req) -> caf::result<schedule_reply> {
+      auto& st = self->state;
+      auto now = wall_now(self);
+      auto t = to_task(req.pb, now, st.setup.opts);
+      if (!t)
+        return fail<schedule_reply>(self, t.err());
+      auto res = st.logic->schedule(now, std::move(*t));
+      if (!res)
+        return fail<schedule_reply>(self, res.err());
+      v1::ScheduleReply pb;
+      pb.set_id(res->id);
+      pb.set_due_ms(res->due_ms);
+      pb.set_created(res->created);
+      schedule_flush(self);
+      arm(self);
+      return answer(self, schedule_reply{std::move(pb)});
+    },
+    [self](schedule_batch_request& req) -> caf::result<schedule_batch_reply> {
+      auto& st = self->state;
+      auto now = wall_now(self);
+      v1::ScheduleBatchReply pb;
+      for (auto& item : *req.pb.mutable_tasks()) {
+        auto* out = pb.add_results();
+        auto t = to_task(item, now, st.setup.opts);
+        core::result<scheduled_task> res =
+          t ? st.logic->schedule(now, std::move(*t))
+            : core::result<scheduled_task>{t.err()};
+        if (res) {
+          auto* ok = out->mutable_scheduled();
+          ok->set_id(res->id);
+          ok->set_due_ms(res->due_ms);
+          ok->set_created(res->created);
+        } else {
+          auto* bad = out->mutable_failure();
+          bad->set_code(static_cast<uint32_t>(res.err().code()));
+          bad->set_message(res.err().message());
+        }
+      }
+      schedule_flush(self);
+      arm(self);
+      return answer(self, schedule_batch_reply{std::move(pb)});
+    },
+    [self](revoke_request& req) -> caf::result<change_reply> {
+      auto res = self->state.logic->revoke(wall_now(self), req.pb.id());
+      return answer_change(self, std::move(res));
+    },
+    [self](reschedule_request& req) -> caf::result<change_reply> {
+      auto res = self->state.logic->reschedule(wall_now(self), req.pb.id(),
+                                               req.pb.due_ms());
+      auto reply = answer_change(self, std::move(res));
+      arm(self);
+      return reply;
+    },
+    [self](kick_request& req) -> caf::result<change_reply> {
+      std::optional<int64_t> due;
+      if (req.pb.has_due_ms())
+        due = req.pb.due_ms();
+      auto res = self->state.logic->kick(wall_now(self), req.pb.id(), due);
+      auto reply = answer_change(self, std::move(res));
+      arm(self);
+      return reply;
+    },
+    [self](get_request& req) -> caf::result<get_reply> {
+      auto res = self->state.logic->get(req.pb.id());
+      if (!res)
+        return fail<get_reply>(self, res.err());
+      v1::GetReply pb;
+      *pb.mutable_task() = to_wire(res->record);
+      pb.set_dead(res->dead);
+      pb.set_dead_reason(res->dead_reason);
+      return answer(self, get_reply{std::move(pb)});
+    },
+    [self](ack_request& req) -> caf::result<empty_reply> {
+      auto err = self->state.logic->ack(wall_now(self), ref_of(req.pb.id()));
+      auto reply = answer_settle(self, std::move(err));
+      arm(self);
+      return reply;
+    },
+    [self](nack_request& req) -> caf::result<empty_reply> {
+      std::optional<int64_t> retry;
+      if (req.pb.has_retry_in_ms())
+        retry = req.pb.retry_in_ms();
+      auto err =
+        self->state.logic->nack(wall_now(self), ref_of(req.pb.id()), retry);
+      auto reply = answer_settle(self, std::move(err));
+      arm(self);
+      return reply;
+    },
+    [self](touch_request& req) -> caf::result<empty_reply> {
+      auto res = self->state.logic->touch(wall_now(self), ref_of(req.pb.id()),
+                                          req.pb.extend_ms());
+      auto reply = answer_settle(self, res ? core::error{} : res.err());
+      arm(self);
+      return reply;
+    },
+    [self](dead_letters_request& req) -> caf::result<dead_letters_reply> {
+      auto& st = self->state;
+      size_t limit =
+        req.pb.limit() == 0 ? st.setup.opts.dead_letter_page : req.pb.limit();
+      auto res = st.logic->dead_letters(req.pb.after_id(), limit);
+      if (!res)
+        return fail<dead_letters_reply>(self, res.err());
+      v1::DeadLettersReply pb;
+      for (auto& dead : res->dead) {
+        auto* out = pb.add_dead();
+        *out->mutable_task() = to_wire(dead.record);
+        out->set_dead_ms(dead.dead_ms);
+        out->set_reason(dead.reason);
+      }
+      pb.set_next_after_id(res->next_after);
+      return answer(self, dead_letters_reply{std::move(pb)});
+    },
+    [self](requeue_msg& msg) {
+      auto err = self->state.logic->requeue(wall_now(self), msg.ref);
+      if (!err)
+        schedule_flush(self);
+      arm(self);
+    },
+    [self](undelivered_msg& msg) {
+      auto err = self->state.logic->undelivered(wall_now(self), msg.ref);
+      if (!err)
+        schedule_flush(self);
+      arm(self);
+    },
+    [self](topic_status_msg& msg) {
+      self->state.logic->set_topic_available(msg.topic, msg.available);
+      arm(self);
+    },
+    [self](stats_atom) {
+      auto& logic = *self->state.logic;
+      shard_stats_msg out;
+      out.counters = logic.counters();
+      out.window = logic.window_size();
+      out.backlog = logic.backlog_size();
+      out.waiting = logic.waiting();
+      return out;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup) {
+  return sys.spawn(shard_impl, std::move(setup));
+}
+
+} // namespace dally::actors

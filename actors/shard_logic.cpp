@@ -1,0 +1,1230 @@
+#include "actors/shard_logic.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "core/time_range.hpp"
+#include "storage/record_codec.hpp"
+
+namespace dally::actors {
+
+namespace {
+
+using core::errc;
+using storage::due_key;
+using storage::task_record;
+using storage::task_state;
+
+constexpr int64_t never_ms = std::numeric_limits<int64_t>::max();
+
+/// Index slices a single `fire` may read, so that a long (re)load of the
+/// window interleaves with requests.
+constexpr size_t refill_slices_per_fire = 16;
+
+/// Index entries handled per store read while firing.
+constexpr size_t fire_chunk = 512;
+
+/// Idempotency keys deleted per `maintain`.
+constexpr size_t expire_keys_per_maintain = 4096;
+
+int64_t saturating_add(int64_t x, int64_t y) noexcept {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(x, y, &sum))
+    return y > 0 ? std::numeric_limits<int64_t>::max()
+                 : std::numeric_limits<int64_t>::min();
+  return sum;
+}
+
+/// A record whose only purpose is to carry `key` into write_batch::replace,
+/// which reads nothing of its `before` argument but the index entry.
+task_record key_stub(const due_key& key) {
+  task_record rec;
+  rec.task.id = key.id;
+  rec.task.due_ms = key.index_ms;
+  return rec;
+}
+
+std::string describe(const delivery_ref& d) {
+  return "delivery (task " + std::to_string(d.id) + ", occurrence " +
+         std::to_string(d.occurrence) + ", attempt " +
+         std::to_string(d.attempt) + ")";
+}
+
+core::error stale(const delivery_ref& d, const std::string& why) {
+  return core::error{errc::stale_delivery,
+                     describe(d) + " is not current: " + why};
+}
+
+/// Checks a requested due time as task::validate checks a task's.
+core::error check_due(int64_t now_ms, int64_t due_ms,
+                      const core::task_limits& limits) {
+  auto range = " is outside the supported range " +
+               core::format_time(core::min_time_ms) + " to " +
+               core::format_time(core::max_time_ms);
+  if (!core::is_valid_time(now_ms))
+    return core::error{errc::invalid_time,
+                       "now " + core::format_time(now_ms) + range};
+  if (!core::is_valid_time(due_ms))
+    return core::error{errc::invalid_time,
+                       "due time " + core::format_time(due_ms) + range};
+  if (due_ms > now_ms && due_ms - now_ms > limits.max_delay_ms)
+    return core::error{errc::delay_too_large,
+                       "due time " + core::format_time(due_ms) + " lies " +
+                         core::format_duration(due_ms - now_ms) +
+                         " after now; the maximum delay is " +
+                         core::format_duration(limits.max_delay_ms)};
+  return {};
+}
+
+/// Checks a delay a consumer asks for (nack's retry, touch's extension).
+core::error check_delay(std::string_view what, int64_t delay_ms,
+                        const core::task_limits& limits) {
+  if (delay_ms < 0 || delay_ms > limits.max_delay_ms)
+    return core::error{errc::invalid_time,
+                       std::string{what} + " " +
+                         core::format_duration(delay_ms) +
+                         " is negative or exceeds the maximum delay " +
+                         core::format_duration(limits.max_delay_ms)};
+  return {};
+}
+
+std::string attempt_text(const task_record& rec) {
+  return std::to_string(rec.task.attempt) + " of " +
+         std::to_string(rec.task.policy.max_attempts);
+}
+
+core::task_id id_of(const storage::write_batch::op& op) {
+  return std::visit(
+    [](const auto& x) -> core::task_id {
+      using op_type = std::decay_t<decltype(x)>;
+      using wb = storage::write_batch;
+      if constexpr (std::is_same_v<op_type, wb::put_op>)
+        return x.rec.task.id;
+      else if constexpr (std::is_same_v<op_type, wb::replace_op>)
+        return x.after.task.id;
+      else if constexpr (std::is_same_v<op_type, wb::erase_op> ||
+                         std::is_same_v<op_type, wb::bury_op>)
+        return x.key.id;
+      else if constexpr (std::is_same_v<op_type, wb::revive_op>)
+        return x.dead_id;
+      else
+        return 0;
+    },
+    op);
+}
+
+} // namespace
+
+// -- state --------------------------------------------------------------------
+
+struct shard_logic::impl {
+  /// What the current batch did to a task: the overlay that lets reads see
+  /// staged writes.
+  struct staged_entry {
+    enum class kind : uint8_t { live, erased, dead };
+    kind what = kind::live;
+    /// live: the staged record; dead: the buried one.
+    task_record rec;
+    /// The task's index entry in the store before this batch, if it had
+    /// one: the entry a rollback hands back to the window.
+    std::optional<due_key> base;
+    int64_t dead_ms = 0;
+    std::string dead_reason;
+  };
+
+  /// A task's current record as a request or `fire` found it: staged (in
+  /// the overlay) or freshly read from the store.
+  struct slot {
+    /// The live record, or null.
+    task_record* rec = nullptr;
+    /// The overlay entry, if the batch touched the task.
+    staged_entry* entry = nullptr;
+    /// The store's index entry for the task before this batch.
+    std::optional<due_key> base;
+  };
+
+  /// A delivery staged by `fire`, built when the commit succeeds.
+  struct fired_task {
+    due_key key;
+    uint64_t occurrence = 0;
+    uint32_t attempt = 0;
+    int64_t fire_ms = 0;
+  };
+
+  /// Parked entries of one topic and whether a consumer can take them.
+  struct topic_state {
+    std::string name;
+    bool available = false;
+    /// Entries dropped from memory since the last reload (still due).
+    uint64_t dropped = 0;
+    /// Parked index entries by parking sequence, oldest first.
+    std::map<uint64_t, due_key> parked;
+  };
+
+  impl(storage::task_store& store, shard_options opts)
+    : store_(store), opts_(std::move(opts)) {
+    opts_.fire_batch = std::max<size_t>(opts_.fire_batch, 1);
+    opts_.max_backlog = std::max<size_t>(opts_.max_backlog, 1);
+    opts_.window.max_in_memory =
+      std::max<size_t>(opts_.window.max_in_memory, 1);
+    window_ = std::make_unique<storage::due_window>(store_, opts_.window);
+  }
+
+  // -- lookups ----------------------------------------------------------------
+
+  const core::task_limits& limits() const noexcept { return opts_.limits; }
+
+  /// The current record of `id`: staged, else read into `scratch`.
+  core::error find(core::task_id id, std::optional<task_record>& scratch,
+                   slot& out) {
+    if (auto it = overlay_.find(id); it != overlay_.end()) {
+      out.entry = &it->second;
+      out.base = it->second.base;
+      if (it->second.what == staged_entry::kind::live)
+        out.rec = &it->second.rec;
+      return {};
+    }
+    auto got = store_.get(id);
+    if (!got)
+      return got.err();
+    if (*got) {
+      scratch = std::move(**got);
+      out.rec = &*scratch;
+      out.base = storage::write_batch::key_of(*scratch);
+    }
+    return {};
+  }
+
+  /// The in-flight record that `d` names, else stale_delivery.
+  core::error find_current(const delivery_ref& d,
+                           std::optional<task_record>& scratch, slot& out) {
+    if (auto err = find(d.id, scratch, out))
+      return err;
+    if (!out.rec)
+      return stale(d, "the task is not live");
+    const auto& rec = *out.rec;
+    if (rec.state != task_state::in_flight)
+      return stale(d, "the task is not in flight");
+    if (rec.fired_count != d.occurrence || rec.task.attempt != d.attempt)
+      return stale(d, "the current delivery is occurrence " +
+                        std::to_string(rec.fired_count) + ", attempt " +
+                        std::to_string(rec.task.attempt));
+    return {};
+  }
+
+  /// Whether this shard handed out `id` (committed or staged).
+  bool issued(core::task_id id) const {
+    const auto& meta = store_.meta();
+    if (meta.shard_count == 0 || id % meta.shard_count != meta.shard)
+      return false;
+    auto local = id / meta.shard_count;
+    // Local id 0 is never handed out (see rocks_task_store::allocate_id).
+    return local >= 1 && local < std::max(meta.next_local_id, issued_below_);
+  }
+
+  /// The outcome of a revoke or reschedule of a task that is not live.
+  core::result<change_outcome> absent_outcome(core::task_id id, const slot& s) {
+    if (s.entry != nullptr || issued(id))
+      return change_outcome::completed;
+    auto dead = store_.get_dead(id);
+    if (!dead)
+      return dead.err();
+    return *dead ? change_outcome::completed : change_outcome::not_found;
+  }
+
+  // -- staging ----------------------------------------------------------------
+
+  /// Makes the overlay own the slot's record (moving it out of scratch).
+  staged_entry& own(slot& s) {
+    if (s.entry != nullptr)
+      return *s.entry;
+    auto& entry = overlay_[s.rec->task.id];
+    entry.what = staged_entry::kind::live;
+    entry.rec = std::move(*s.rec);
+    entry.base = s.base;
+    s.entry = &entry;
+    s.rec = &entry.rec;
+    return entry;
+  }
+
+  /// Stages the slot's (modified) record, which was at `before`.
+  void stage_replace(slot& s, const due_key& before) {
+    batch_.replace(key_stub(before), *s.rec);
+    own(s).what = staged_entry::kind::live;
+  }
+
+  void stage_erase(slot& s) {
+    batch_.erase(*s.rec);
+    auto& entry = own(s);
+    entry.what = staged_entry::kind::erased;
+    entry.rec = task_record{};
+  }
+
+  void stage_bury(slot& s, int64_t now_ms, std::string reason) {
+    batch_.bury(*s.rec, now_ms, reason);
+    auto& entry = own(s);
+    entry.what = staged_entry::kind::dead;
+    entry.dead_ms = now_ms;
+    entry.dead_reason = std::move(reason);
+    has_dead_changes_ = true;
+  }
+
+  void stage_put(task_record rec) {
+    batch_.put(rec);
+    auto& entry = overlay_[rec.task.id];
+    entry.what = staged_entry::kind::live;
+    entry.rec = std::move(rec);
+    entry.base.reset();
+  }
+
+  /// Stages `rec` as the revived dead letter `id`; `entry` is its overlay
+  /// entry when the batch buried it.
+  void stage_revive(task_record rec, staged_entry* entry) {
+    auto id = rec.task.id;
+    batch_.revive(id, rec);
+    if (entry == nullptr) {
+      entry = &overlay_[id];
+      entry->base.reset();
+      ++revived_from_store_;
+    }
+    entry->what = staged_entry::kind::live;
+    entry->rec = std::move(rec);
+    entry->dead_ms = 0;
+    entry->dead_reason.clear();
+    has_dead_changes_ = true;
+  }
+
+  void clear_staging() {
+    batch_.clear();
+    overlay_.clear();
+    keys_.clear();
+    fired_.clear();
+    fired_ids_.clear();
+    consumed_.clear();
+    pending_ = shard_counters{};
+    revived_from_store_ = 0;
+    has_dead_changes_ = false;
+  }
+
+  // -- topics and parking -----------------------------------------------------
+
+  topic_state& topic(const std::string& name) {
+    auto [it, added] = topics_.try_emplace(name);
+    if (added)
+      it->second.name = name;
+    return it->second;
+  }
+
+  bool topic_available(const std::string& name) const {
+    auto it = topics_.find(name);
+    return it != topics_.end() && it->second.available;
+  }
+
+  void update_waiting(const topic_state& ts) {
+    auto n = ts.parked.size() + ts.dropped;
+    if (n == 0)
+      waiting_.erase(ts.name);
+    else
+      waiting_[ts.name] = n;
+  }
+
+  void unpark(core::task_id id) {
+    auto it = parked_index_.find(id);
+    if (it == parked_index_.end())
+      return;
+    auto [ts, seq] = it->second;
+    ts->parked.erase(seq);
+    parked_order_.erase(seq);
+    parked_index_.erase(it);
+    update_waiting(*ts);
+  }
+
+  void park(const due_key& key, const std::string& topic_name) {
+    unpark(key.id);
+    auto& ts = topic(topic_name);
+    auto seq = next_park_seq_++;
+    ts.parked.emplace(seq, key);
+    parked_order_.emplace(seq, key.id);
+    parked_index_.emplace(key.id, std::make_pair(&ts, seq));
+    update_waiting(ts);
+    // Beyond the bound, the oldest entries stay on disk only; a reload
+    // finds them once their topic has a consumer again.
+    while (parked_index_.size() > opts_.window.max_in_memory) {
+      auto oldest = parked_order_.begin();
+      auto idx = parked_index_.find(oldest->second);
+      auto* owner = idx->second.first;
+      owner->parked.erase(oldest->first);
+      ++owner->dropped;
+      parked_index_.erase(idx);
+      parked_order_.erase(oldest);
+      update_waiting(*owner);
+    }
+  }
+
+  void set_topic_available(const std::string& name, bool available) {
+    if (!available) {
+      auto it = topics_.find(name);
+      if (it == topics_.end())
+        return; // Unknown topics are unavailable.
+      auto& ts = it->second;
+      ts.available = false;
+      if (ts.parked.empty() && ts.dropped == 0)
+        topics_.erase(it);
+      return;
+    }
+    auto& ts = topic(name);
+    ts.available = true;
+    for (const auto& [seq, key] : ts.parked) {
+      parked_order_.erase(seq);
+      parked_index_.erase(key.id);
+      // The window may hold a newer entry of the task (its record changed
+      // while parked): never overwrite it with the parked one.
+      if (!window_->contains(key.id))
+        window_->on_put(key);
+    }
+    ts.parked.clear();
+    if (ts.dropped > 0) {
+      reload_pending_ = true;
+      ts.dropped = 0;
+    }
+    update_waiting(ts);
+  }
+
+  /// A fresh window over the store: brings back every entry, those dropped
+  /// from memory included, so parked and backlog state starts over.
+  void reload() {
+    window_ = std::make_unique<storage::due_window>(store_, opts_.window);
+    parked_index_.clear();
+    parked_order_.clear();
+    for (auto it = topics_.begin(); it != topics_.end();) {
+      it->second.parked.clear();
+      it->second.dropped = 0;
+      if (it->second.available)
+        ++it;
+      else
+        it = topics_.erase(it);
+    }
+    waiting_.clear();
+    backlog_.clear();
+    backlog_.shrink_to_fit();
+    reload_pending_ = false;
+  }
+
+  // -- pacing -----------------------------------------------------------------
+
+  bool pacing() const noexcept { return opts_.overdue_rate_per_s > 0; }
+
+  int64_t bucket_capacity_milli() const noexcept {
+    auto burst = std::max<int64_t>(opts_.overdue_rate_per_s / 10, 1);
+    return burst * 1000;
+  }
+
+  /// Adds the tokens earned since the last call (in thousandths: the rate
+  /// per second is exactly the thousandths earned per ms).
+  void refill_tokens(int64_t now_ms) {
+    if (!pacing())
+      return;
+    auto capacity = bucket_capacity_milli();
+    if (!bucket_started_) {
+      bucket_started_ = true;
+      tokens_milli_ = capacity;
+      tokens_at_ms_ = now_ms;
+      return;
+    }
+    if (now_ms <= tokens_at_ms_) {
+      // A clock that went back earns nothing and restarts from here.
+      tokens_at_ms_ = now_ms;
+      return;
+    }
+    int64_t earned = 0;
+    if (__builtin_mul_overflow(now_ms - tokens_at_ms_,
+                               int64_t{opts_.overdue_rate_per_s}, &earned) ||
+        earned >= capacity)
+      tokens_milli_ = capacity;
+    else
+      tokens_milli_ = std::min(capacity, tokens_milli_ + earned);
+    tokens_at_ms_ = now_ms;
+  }
+
+  bool has_token() const noexcept { return tokens_milli_ >= 1000; }
+
+  int64_t next_token_ms() const noexcept {
+    if (has_token())
+      return tokens_at_ms_;
+    auto missing = 1000 - tokens_milli_;
+    int64_t rate = opts_.overdue_rate_per_s;
+    return saturating_add(tokens_at_ms_, (missing + rate - 1) / rate);
+  }
+
+  // -- firing -----------------------------------------------------------------
+
+  core::error fire(int64_t now_ms) {
+    if (reload_pending_ && batch_.empty())
+      reload();
+    if (auto err = window_->refill(now_ms, refill_slices_per_fire))
+      return err;
+    refill_tokens(now_ms);
+    auto budget = opts_.fire_batch;
+    // The paced backlog first: it holds the oldest due work.
+    while (budget > 0 && !backlog_.empty() && has_token()) {
+      auto n = std::min({budget, backlog_.size(), fire_chunk,
+                         static_cast<size_t>(tokens_milli_ / 1000)});
+      keys_scratch_.assign(backlog_.begin(), backlog_.begin() + n);
+      backlog_.erase(backlog_.begin(), backlog_.begin() + n);
+      budget -= n;
+      if (auto err = process(now_ms, keys_scratch_, true))
+        return err;
+    }
+    while (budget > 0 && backlog_.size() < opts_.max_backlog) {
+      keys_scratch_.clear();
+      auto n =
+        window_->pop_due(now_ms, std::min(budget, fire_chunk), keys_scratch_);
+      if (n == 0)
+        break;
+      budget -= n;
+      if (auto err = process(now_ms, keys_scratch_, false))
+        return err;
+    }
+    // Nothing staged: nothing to roll back either.
+    if (batch_.empty())
+      consumed_.clear();
+    return {};
+  }
+
+  /// Acts on popped index entries: fires, expires leases, parks, paces or
+  /// skips stale ones.
+  core::error process(int64_t now_ms, const std::vector<due_key>& keys,
+                      bool from_backlog) {
+    read_ids_.clear();
+    for (const auto& key : keys)
+      if (!overlay_.contains(key.id))
+        read_ids_.push_back(key.id);
+    fetched_.clear();
+    fetched_at_.clear();
+    if (!read_ids_.empty()) {
+      auto got = store_.get_many(read_ids_);
+      if (!got) {
+        // Nothing was acted upon: the entries go back where they were.
+        if (from_backlog)
+          backlog_.insert(backlog_.begin(), keys.begin(), keys.end());
+        else
+          for (const auto& key : keys)
+            window_->on_put(key);
+        return got.err();
+      }
+      fetched_ = std::move(*got);
+      for (size_t i = 0; i < fetched_.size(); ++i)
+        fetched_at_.emplace(fetched_[i].task.id, i);
+    }
+    auto late_before_ms = saturating_add(now_ms, -opts_.late_threshold_ms);
+    for (const auto& key : keys) {
+      slot s;
+      if (auto it = overlay_.find(key.id); it != overlay_.end()) {
+        s.entry = &it->second;
+        s.base = it->second.base;
+        if (it->second.what == staged_entry::kind::live)
+          s.rec = &it->second.rec;
+      } else if (auto f = fetched_at_.find(key.id); f != fetched_at_.end()) {
+        s.rec = &fetched_[f->second];
+        s.base = storage::write_batch::key_of(*s.rec);
+      }
+      // Only an entry the store holds may go back to the window: a stale
+      // one could hide the task's current entry.
+      bool committed = s.base && *s.base == key;
+      if (s.rec == nullptr || storage::write_batch::key_of(*s.rec) != key) {
+        if (committed)
+          consumed_.push_back(key); // Stale only because of staged writes.
+        continue;
+      }
+      if (s.rec->state == task_state::in_flight) {
+        expire_lease(now_ms, key, s);
+        if (committed)
+          consumed_.push_back(key);
+        continue;
+      }
+      if (!topic_available(s.rec->task.topic)) {
+        // An entry that only the staged batch holds comes back with the
+        // commit (on_write), so it needs no parking.
+        if (committed)
+          park(key, s.rec->task.topic);
+        continue;
+      }
+      bool late = pacing() && key.index_ms < late_before_ms;
+      if (late && !from_backlog && (!backlog_.empty() || !has_token())) {
+        if (committed) {
+          if (backlog_.size() < opts_.max_backlog)
+            backlog_.push_back(key);
+          else
+            window_->on_put(key);
+        }
+        continue;
+      }
+      if (late)
+        tokens_milli_ -= 1000;
+      stage_fire(now_ms, key, s);
+      if (committed)
+        consumed_.push_back(key);
+    }
+    return {};
+  }
+
+  void stage_fire(int64_t now_ms, const due_key& key, slot& s) {
+    auto& rec = *s.rec;
+    rec.state = task_state::in_flight;
+    ++rec.task.attempt;
+    rec.lease_deadline_ms = saturating_add(now_ms, rec.task.policy.lease_ms);
+    rec.retry_at_ms = 0;
+    fired_.push_back(
+      fired_task{key, rec.fired_count, rec.task.attempt, now_ms});
+    fired_ids_.insert(key.id);
+    ++pending_.fired;
+    if (rec.task.attempt > 1)
+      ++pending_.redelivered;
+    stage_replace(s, key);
+  }
+
+  void expire_lease(int64_t now_ms, const due_key& key, slot& s) {
+    auto& rec = *s.rec;
+    ++pending_.lease_expired;
+    if (rec.task.attempt >= rec.task.policy.max_attempts) {
+      ++pending_.dead_lettered;
+      stage_bury(s, now_ms, "lease expired on attempt " + attempt_text(rec));
+      return;
+    }
+    rec.state = task_state::pending;
+    rec.lease_deadline_ms = 0;
+    rec.retry_at_ms =
+      saturating_add(now_ms, rec.task.policy.backoff_ms(rec.task.attempt));
+    stage_replace(s, key);
+  }
+
+  // -- commit -----------------------------------------------------------------
+
+  commit_result commit() {
+    commit_result out;
+    if (batch_.empty()) {
+      clear_staging();
+      return out;
+    }
+    if (auto err = store_.commit(batch_)) {
+      // Every entry this batch took from the window goes back: the window
+      // is as it was before the batch.
+      for (const auto& key : consumed_)
+        window_->on_put(key);
+      ++counters_.commit_failures;
+      clear_staging();
+      out.err = std::move(err);
+      return out;
+    }
+    window_->on_write(batch_);
+    // A parked entry of a task this batch changed is stale: on_write has
+    // just put the task's current entry (if any) in its place.
+    if (!parked_index_.empty())
+      for (const auto& op : batch_.ops())
+        unpark(id_of(op));
+    out.deliveries = build_deliveries();
+    add_pending_counters();
+    ++counters_.commits;
+    clear_staging();
+    return out;
+  }
+
+  std::vector<v1::Delivery> build_deliveries() {
+    std::vector<v1::Delivery> result;
+    if (fired_.empty())
+      return result;
+    std::sort(
+      fired_.begin(), fired_.end(),
+      [](const fired_task& x, const fired_task& y) { return x.key < y.key; });
+    result.reserve(fired_.size());
+    for (const auto& f : fired_) {
+      auto it = overlay_.find(f.key.id);
+      if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
+        continue; // Revoked before it went out.
+      auto& rec = it->second.rec;
+      if (rec.state != task_state::in_flight ||
+          rec.fired_count != f.occurrence || rec.task.attempt != f.attempt)
+        continue;
+      auto& d = result.emplace_back();
+      auto* id = d.mutable_id();
+      id->set_task_id(rec.task.id);
+      id->set_occurrence(rec.fired_count);
+      id->set_attempt(rec.task.attempt);
+      d.set_due_ms(rec.task.due_ms);
+      d.set_fire_ms(f.fire_ms);
+      d.set_attempt(rec.task.attempt);
+      d.set_lease_deadline_ms(rec.lease_deadline_ms);
+      // The overlay is cleared right after: its strings move out.
+      d.set_topic(std::move(rec.task.topic));
+      d.set_payload(std::move(rec.task.payload));
+      it->second.what = staged_entry::kind::erased;
+    }
+    return result;
+  }
+
+  void add_pending_counters() {
+    auto& c = counters_;
+    const auto& p = pending_;
+    c.scheduled += p.scheduled;
+    c.fired += p.fired;
+    c.acked += p.acked;
+    c.nacked += p.nacked;
+    c.redelivered += p.redelivered;
+    c.lease_expired += p.lease_expired;
+    c.dead_lettered += p.dead_lettered;
+    c.revoked += p.revoked;
+    c.kicked += p.kicked;
+  }
+
+  int64_t next_wakeup_ms() const {
+    if (reload_pending_ && batch_.empty())
+      return core::min_time_ms;
+    auto at = never_ms;
+    // With a full backlog popping pauses: only a token brings progress.
+    if (backlog_.size() < opts_.max_backlog)
+      at = window_->next_wakeup_ms();
+    if (!backlog_.empty())
+      at = std::min(at, next_token_ms());
+    return std::max(at, core::min_time_ms);
+  }
+
+  // -- members ----------------------------------------------------------------
+
+  storage::task_store& store_;
+  shard_options opts_;
+  std::unique_ptr<storage::due_window> window_;
+
+  /// The batch and its overlay.
+  storage::write_batch batch_;
+  std::unordered_map<core::task_id, staged_entry> overlay_;
+  std::unordered_map<std::string, storage::idempotency_entry> keys_;
+  std::vector<fired_task> fired_;
+  std::unordered_set<core::task_id> fired_ids_;
+  /// Store-held entries taken from the window or the backlog and acted
+  /// upon in this batch: a rollback hands them back.
+  std::vector<due_key> consumed_;
+  /// Counter increments that the next commit makes real.
+  shard_counters pending_;
+  /// Dead letters of the store revived in this batch.
+  size_t revived_from_store_ = 0;
+  bool has_dead_changes_ = false;
+
+  /// Local ids below this were handed out by this instance.
+  uint64_t issued_below_ = 0;
+
+  shard_counters counters_;
+
+  /// Topics known to have a consumer, or with parked entries.
+  std::unordered_map<std::string, topic_state> topics_;
+  std::unordered_map<core::task_id, std::pair<topic_state*, uint64_t>>
+    parked_index_;
+  /// Parking sequence -> task, oldest first, across topics.
+  std::map<uint64_t, core::task_id> parked_order_;
+  uint64_t next_park_seq_ = 0;
+  std::map<std::string, uint64_t> waiting_;
+  bool reload_pending_ = false;
+
+  /// Overdue entries waiting for a token, in due order.
+  std::deque<due_key> backlog_;
+  bool bucket_started_ = false;
+  int64_t tokens_milli_ = 0;
+  int64_t tokens_at_ms_ = 0;
+
+  /// Scratch space of `fire`, kept to save allocations.
+  std::vector<due_key> keys_scratch_;
+  std::vector<core::task_id> read_ids_;
+  std::vector<task_record> fetched_;
+  std::unordered_map<core::task_id, size_t> fetched_at_;
+};
+
+// -- construction -------------------------------------------------------------
+
+shard_logic::shard_logic(storage::task_store& store, shard_options opts)
+  : impl_(std::make_unique<impl>(store, std::move(opts))) {
+  // nop
+}
+
+shard_logic::~shard_logic() = default;
+
+// -- requests -----------------------------------------------------------------
+
+core::result<scheduled_task> shard_logic::schedule(int64_t now_ms,
+                                                   core::task t) {
+  auto& s = *impl_;
+  if (auto err = t.validate(now_ms, s.limits()))
+    return err;
+  uint64_t digest = 0;
+  if (t.idempotency_key) {
+    const auto& key = *t.idempotency_key;
+    digest = storage::content_digest(t);
+    std::optional<storage::idempotency_entry> known;
+    if (auto it = s.keys_.find(key); it != s.keys_.end()) {
+      known = it->second;
+    } else {
+      auto found = s.store_.find_key(key, now_ms);
+      if (!found)
+        return found.err();
+      known = *found;
+    }
+    if (known) {
+      if (known->digest != digest)
+        return core::error{errc::idempotency_conflict,
+                           "the idempotency key names task " +
+                             std::to_string(known->task_id) +
+                             ", scheduled with another topic or payload"};
+      scheduled_task out{known->task_id, 0, false};
+      std::optional<task_record> scratch;
+      impl::slot found;
+      if (auto err = s.find(known->task_id, scratch, found))
+        return err;
+      if (found.rec != nullptr)
+        out.due_ms = found.rec->task.due_ms;
+      return out;
+    }
+  }
+  core::task_id id = 0;
+  try {
+    id = s.store_.allocate_id();
+  } catch (const std::length_error& e) {
+    return core::error{errc::store_unavailable, e.what()};
+  }
+  if (auto count = s.store_.meta().shard_count; count > 0)
+    s.issued_below_ = std::max(s.issued_below_, id / count + 1);
+  task_record rec;
+  rec.task = std::move(t);
+  rec.task.id = id;
+  rec.task.attempt = 0;
+  auto due_ms = rec.task.due_ms;
+  if (rec.task.idempotency_key) {
+    storage::idempotency_entry entry{
+      id, saturating_add(now_ms, s.opts_.key_retention_ms), digest};
+    s.keys_.insert_or_assign(*rec.task.idempotency_key, entry);
+    s.batch_.put_key(*rec.task.idempotency_key, entry);
+  }
+  s.stage_put(std::move(rec));
+  ++s.pending_.scheduled;
+  return scheduled_task{id, due_ms, true};
+}
+
+core::result<change_outcome> shard_logic::revoke(int64_t, core::task_id id) {
+  auto& s = *impl_;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find(id, scratch, found))
+    return err;
+  if (found.rec == nullptr)
+    return s.absent_outcome(id, found);
+  // A delivery fired in this batch has not gone out yet: the revoke stops
+  // it (build_deliveries skips erased tasks).
+  bool running =
+    found.rec->state == task_state::in_flight && !s.fired_ids_.contains(id);
+  s.stage_erase(found);
+  ++s.pending_.revoked;
+  return running ? change_outcome::in_flight : change_outcome::done;
+}
+
+core::result<change_outcome>
+shard_logic::reschedule(int64_t now_ms, core::task_id id, int64_t due_ms) {
+  auto& s = *impl_;
+  if (auto err = check_due(now_ms, due_ms, s.limits()))
+    return err;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find(id, scratch, found))
+    return err;
+  if (found.rec == nullptr)
+    return s.absent_outcome(id, found);
+  if (found.rec->state == task_state::in_flight)
+    return change_outcome::in_flight;
+  auto before = storage::write_batch::key_of(*found.rec);
+  found.rec->task.due_ms = due_ms;
+  found.rec->retry_at_ms = 0;
+  s.stage_replace(found, before);
+  return change_outcome::done;
+}
+
+core::result<task_info> shard_logic::get(core::task_id id) {
+  auto& s = *impl_;
+  auto missing = [id] {
+    return core::error{errc::not_found, "task " + std::to_string(id) +
+                                          " is neither live nor dead"};
+  };
+  if (auto it = s.overlay_.find(id); it != s.overlay_.end()) {
+    const auto& entry = it->second;
+    switch (entry.what) {
+      case impl::staged_entry::kind::live:
+        return task_info{entry.rec, false, {}};
+      case impl::staged_entry::kind::dead:
+        return task_info{entry.rec, true, entry.dead_reason};
+      case impl::staged_entry::kind::erased:
+        return missing();
+    }
+  }
+  auto live = s.store_.get(id);
+  if (!live)
+    return live.err();
+  if (*live)
+    return task_info{std::move(**live), false, {}};
+  auto dead = s.store_.get_dead(id);
+  if (!dead)
+    return dead.err();
+  if (*dead)
+    return task_info{std::move((*dead)->record), true,
+                     std::move((*dead)->reason)};
+  return missing();
+}
+
+core::error shard_logic::ack(int64_t now_ms, const delivery_ref& d) {
+  auto& s = *impl_;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find_current(d, scratch, found))
+    return err;
+  auto& rec = *found.rec;
+  std::optional<int64_t> next;
+  if (rec.task.recurrence.is_periodic())
+    next = rec.task.recurrence.next_after_completion(rec.task.due_ms, now_ms,
+                                                     rec.fired_count + 1);
+  if (next) {
+    // The next occurrence replaces this one in the same atomic write.
+    auto before = storage::write_batch::key_of(rec);
+    rec.state = task_state::pending;
+    rec.task.due_ms = *next;
+    rec.task.attempt = 0;
+    rec.fired_count += 1;
+    rec.retry_at_ms = 0;
+    rec.lease_deadline_ms = 0;
+    s.stage_replace(found, before);
+  } else {
+    s.stage_erase(found);
+  }
+  ++s.pending_.acked;
+  return {};
+}
+
+core::error shard_logic::nack(int64_t now_ms, const delivery_ref& d,
+                              std::optional<int64_t> retry_in_ms) {
+  auto& s = *impl_;
+  if (retry_in_ms)
+    if (auto err = check_delay("retry_in_ms", *retry_in_ms, s.limits()))
+      return err;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find_current(d, scratch, found))
+    return err;
+  auto& rec = *found.rec;
+  ++s.pending_.nacked;
+  if (rec.task.attempt >= rec.task.policy.max_attempts) {
+    ++s.pending_.dead_lettered;
+    s.stage_bury(found, now_ms, "nacked on attempt " + attempt_text(rec));
+    return {};
+  }
+  auto wait_ms =
+    retry_in_ms ? *retry_in_ms : rec.task.policy.backoff_ms(rec.task.attempt);
+  auto before = storage::write_batch::key_of(rec);
+  rec.state = task_state::pending;
+  rec.lease_deadline_ms = 0;
+  rec.retry_at_ms = saturating_add(now_ms, wait_ms);
+  s.stage_replace(found, before);
+  return {};
+}
+
+core::result<int64_t> shard_logic::touch(int64_t now_ms, const delivery_ref& d,
+                                         int64_t extend_ms) {
+  auto& s = *impl_;
+  if (auto err = check_delay("extend_ms", extend_ms, s.limits()))
+    return err;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find_current(d, scratch, found))
+    return err;
+  auto& rec = *found.rec;
+  auto before = storage::write_batch::key_of(rec);
+  rec.lease_deadline_ms = saturating_add(
+    now_ms, extend_ms == 0 ? rec.task.policy.lease_ms : extend_ms);
+  auto deadline_ms = rec.lease_deadline_ms;
+  s.stage_replace(found, before);
+  return deadline_ms;
+}
+
+core::error shard_logic::requeue(int64_t now_ms, const delivery_ref& d) {
+  auto& s = *impl_;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find_current(d, scratch, found))
+    return err;
+  auto& rec = *found.rec;
+  if (rec.task.attempt >= rec.task.policy.max_attempts) {
+    ++s.pending_.dead_lettered;
+    s.stage_bury(found, now_ms,
+                 "consumer lost on attempt " + attempt_text(rec));
+    return {};
+  }
+  auto before = storage::write_batch::key_of(rec);
+  rec.state = task_state::pending;
+  rec.lease_deadline_ms = 0;
+  rec.retry_at_ms = now_ms;
+  s.stage_replace(found, before);
+  return {};
+}
+
+core::error shard_logic::undelivered(int64_t, const delivery_ref& d) {
+  auto& s = *impl_;
+  std::optional<task_record> scratch;
+  impl::slot found;
+  if (auto err = s.find_current(d, scratch, found))
+    return err;
+  auto& rec = *found.rec;
+  auto before = storage::write_batch::key_of(rec);
+  rec.state = task_state::pending;
+  rec.lease_deadline_ms = 0;
+  if (rec.task.attempt > 0)
+    --rec.task.attempt;
+  s.set_topic_available(rec.task.topic, false);
+  s.stage_replace(found, before);
+  return {};
+}
+
+core::result<dead_page> shard_logic::dead_letters(core::task_id after,
+                                                  size_t limit) {
+  auto& s = *impl_;
+  if (limit == 0)
+    limit = std::max<size_t>(s.opts_.dead_letter_page, 1);
+  limit = std::min<size_t>(limit, std::numeric_limits<size_t>::max() / 2);
+  dead_page page;
+  if (!s.has_dead_changes_) {
+    auto got = s.store_.dead_letters(after, limit + 1);
+    if (!got)
+      return got.err();
+    page.dead = std::move(*got);
+  } else {
+    // Merge the batch's burials and revivals into the store's page.
+    auto got = s.store_.dead_letters(after, limit + 1 + s.revived_from_store_);
+    if (!got)
+      return got.err();
+    for (auto& dead : *got)
+      if (!s.overlay_.contains(dead.record.task.id))
+        page.dead.push_back(std::move(dead));
+    for (const auto& [id, entry] : s.overlay_)
+      if (entry.what == impl::staged_entry::kind::dead && id > after)
+        page.dead.push_back(
+          storage::dead_letter{entry.rec, entry.dead_ms, entry.dead_reason});
+    std::sort(page.dead.begin(), page.dead.end(),
+              [](const auto& x, const auto& y) {
+                return x.record.task.id < y.record.task.id;
+              });
+  }
+  if (page.dead.size() > limit) {
+    page.dead.resize(limit);
+    page.next_after = page.dead.back().record.task.id;
+  }
+  return page;
+}
+
+core::result<change_outcome> shard_logic::kick(int64_t now_ms, core::task_id id,
+                                               std::optional<int64_t> due_ms) {
+  auto& s = *impl_;
+  if (due_ms)
+    if (auto err = check_due(now_ms, *due_ms, s.limits()))
+      return err;
+  task_record rec;
+  impl::staged_entry* entry = nullptr;
+  if (auto it = s.overlay_.find(id); it != s.overlay_.end()) {
+    if (it->second.what != impl::staged_entry::kind::dead)
+      return change_outcome::not_found;
+    entry = &it->second;
+    rec = std::move(entry->rec);
+  } else {
+    auto dead = s.store_.get_dead(id);
+    if (!dead)
+      return dead.err();
+    if (!*dead)
+      return change_outcome::not_found;
+    rec = std::move((*dead)->record);
+  }
+  rec.state = task_state::pending;
+  rec.task.attempt = 0;
+  rec.task.due_ms = due_ms.value_or(now_ms);
+  rec.retry_at_ms = 0;
+  rec.lease_deadline_ms = 0;
+  s.stage_revive(std::move(rec), entry);
+  ++s.pending_.kicked;
+  return change_outcome::done;
+}
+
+// -- consumers ----------------------------------------------------------------
+
+void shard_logic::set_topic_available(const std::string& topic,
+                                      bool available) {
+  impl_->set_topic_available(topic, available);
+}
+
+// -- timers -------------------------------------------------------------------
+
+core::error shard_logic::fire(int64_t now_ms) {
+  return impl_->fire(now_ms);
+}
+
+int64_t shard_logic::next_wakeup_ms() const {
+  return impl_->next_wakeup_ms();
+}
+
+core::error shard_logic::maintain(int64_t now_ms) {
+  auto& s = *impl_;
+  // Safe while writes are staged: this deletes only keys that find_key no
+  // longer returns, and a key the batch stages again lands after it.
+  auto expired = s.store_.expire_keys(now_ms, expire_keys_per_maintain);
+  if (!expired)
+    return expired.err();
+  return s.store_.sync_if_due(now_ms);
+}
+
+// -- group commit -------------------------------------------------------------
+
+bool shard_logic::dirty() const noexcept {
+  return !impl_->batch_.empty();
+}
+
+shard_logic::commit_result shard_logic::commit(int64_t) {
+  return impl_->commit();
+}
+
+// -- state --------------------------------------------------------------------
+
+const shard_counters& shard_logic::counters() const noexcept {
+  return impl_->counters_;
+}
+
+size_t shard_logic::window_size() const noexcept {
+  return impl_->window_->size();
+}
+
+const std::map<std::string, uint64_t>& shard_logic::waiting() const noexcept {
+  return impl_->waiting_;
+}
+
+size_t shard_logic::backlog_size() const noexcept {
+  return impl_->backlog_.size();
+}
+
+const shard_options& shard_logic::options() const noexcept {
+  return impl_->opts_;
+}
+
+// -- conversions --------------------------------------------------------------
+
+namespace {
+
+core::result<core::recurrence> to_recurrence(const v1::RecurrenceSpec& when,
+                                             int64_t now_ms,
+                                             const core::task_limits& limits) {
+  using spec = v1::RecurrenceSpec;
+  core::recurrence_bounds bounds;
+  if (when.has_start_ms())
+    bounds.start_ms = when.start_ms();
+  if (when.has_end_ms())
+    bounds.end_ms = when.end_ms();
+  if (when.has_max_count())
+    bounds.max_count = when.max_count();
+  bool bounded = bounds.start_ms || bounds.end_ms || bounds.max_count;
+  auto one_shot = [&](const char* what) -> core::error {
+    if (!bounded)
+      return {};
+    return core::error{errc::invalid_request,
+                       std::string{what} +
+                         " takes no start_ms, end_ms or max_count; those "
+                         "bound periodic kinds"};
+  };
+  switch (when.kind_case()) {
+    case spec::KIND_NOT_SET:
+      // A kind from a newer client arrives as an unknown field: refuse it
+      // rather than firing at once.
+      if (!when.GetReflection()->GetUnknownFields(when).empty())
+        return core::error{errc::invalid_request,
+                           "the recurrence kind is unknown to this node"};
+      if (auto err = one_shot("a task without a recurrence kind"))
+        return err;
+      return core::recurrence::at(now_ms);
+    case spec::kAtMs:
+      if (auto err = one_shot("at_ms"))
+        return err;
+      return core::recurrence::at(when.at_ms());
+    case spec::kInMs:
+      if (auto err = one_shot("in_ms"))
+        return err;
+      return core::recurrence::after(now_ms, when.in_ms(), limits);
+    case spec::kEveryMs:
+      return core::recurrence::fixed_rate(now_ms, when.every_ms(), bounds,
+                                          limits);
+    case spec::kEveryAfterDoneMs:
+      return core::recurrence::fixed_delay(now_ms, when.every_after_done_ms(),
+                                           bounds, limits);
+    case spec::kIntervals: {
+      const auto& list = when.intervals().intervals_ms();
+      return core::recurrence::intervals(
+        now_ms, std::vector<int64_t>(list.begin(), list.end()),
+        when.intervals().cyclic(), bounds, limits);
+    }
+    case spec::kCron: {
+      const auto& zone = when.cron().zone();
+      return core::recurrence::cron(now_ms, when.cron().expression(),
+                                    zone.empty() ? std::string_view{"UTC"}
+                                                 : std::string_view{zone},
+                                    bounds, limits);
+    }
+  }
+  return core::error{errc::invalid_request,
+                     "recurrence kind " +
+                       std::to_string(static_cast<int>(when.kind_case())) +
+                       " is unknown"};
+}
+
+} // namespace
+
+core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
+                                 const shard_options& opts) {
+  auto rec = to_recurrence(req.when(), now_ms, opts.limits);
+  if (!rec)
+    return rec.err();
+  core::task t;
+  t.topic = req.topic();
+  t.payload = req.payload();
+  t.recurrence = std::move(*rec);
+  if (req.has_policy()) {
+    // Not storage::from_proto: a bad policy from a client is invalid_policy,
+    // not a corrupt record.
+    const auto& p = req.policy();
+    t.policy.lease_ms = p.lease_ms();
+    t.policy.max_attempts = p.max_attempts();
+    t.policy.backoff_initial_ms = p.backoff_initial_ms();
+    t.policy.backoff_multiplier_permille = p.backoff_multiplier_permille();
+    t.policy.backoff_max_ms = p.backoff_max_ms();
+  } else {
+    t.policy = opts.default_policy;
+  }
+  auto due = t.recurrence.first_fire(now_ms);
+  if (!due)
+    return core::error{errc::no_occurrence,
+                       "the recurrence has no occurrence after " +
+                         core::format_time(now_ms)};
+  t.due_ms = *due;
+  if (req.has_idempotency_key())
+    t.idempotency_key = req.idempotency_key();
+  if (auto err = t.validate(now_ms, opts.limits))
+    return err;
+  return t;
+}
+
+v1::TaskRecord to_wire(const storage::task_record& rec) {
+  v1::TaskRecord out;
+  // Only a topic that is not UTF-8 fails, and validation refused those.
+  static_cast<void>(storage::to_proto(rec, out));
+  return out;
+}
+
+} // namespace dally::actors

@@ -1,0 +1,143 @@
+#include "actors/supervisor.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+
+#include <caf/actor_ostream.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/error.hpp"
+#include "actors/messages.hpp"
+#include "actors/type_ids.hpp"
+
+namespace dally::actors {
+
+namespace {
+
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+
+struct supervised {
+  shard_setup setup;
+  caf::actor handle;
+  bool started_once = false;
+  /// Monotonic times of recent restarts.
+  std::deque<std::chrono::steady_clock::time_point> restarts;
+  std::chrono::milliseconds backoff{0};
+};
+
+struct supervisor_state {
+  static inline const char* name = "dally.supervisor";
+
+  caf::actor engine;
+  std::vector<supervised> shards;
+  uint32_t max_restarts_per_minute = 10;
+  bool stopping = false;
+  caf::error stop_reason;
+};
+
+using supervisor_actor = caf::stateful_actor<supervisor_state>;
+
+void start(supervisor_actor* self, uint32_t index) {
+  auto& s = self->state.shards[index];
+  s.setup.supervisor = caf::actor_cast<caf::actor>(self);
+  s.handle = spawn_shard(self->system(), s.setup);
+  self->monitor(s.handle);
+}
+
+caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
+                              std::vector<shard_setup> shards,
+                              uint32_t max_restarts_per_minute) {
+  auto& st = self->state;
+  st.engine = std::move(engine);
+  st.max_restarts_per_minute = std::max<uint32_t>(1, max_restarts_per_minute);
+  for (auto& setup : shards)
+    st.shards.push_back(supervised{std::move(setup), {}, false, {}, {}});
+  for (uint32_t i = 0; i < st.shards.size(); ++i)
+    start(self, i);
+  self->set_exit_handler([self](const caf::exit_msg& msg) {
+    // Stop every shard and quit only once all have flushed and closed
+    // their stores, so that whoever waits for us can reopen them.
+    auto& st = self->state;
+    if (st.stopping)
+      return;
+    st.stopping = true;
+    st.stop_reason = msg.reason;
+    bool any = false;
+    for (auto& s : st.shards)
+      if (s.handle) {
+        any = true;
+        self->send_exit(s.handle, msg.reason);
+      }
+    if (!any)
+      self->quit(msg.reason);
+  });
+  self->set_down_handler([self](const caf::down_msg& msg) {
+    auto& st = self->state;
+    auto i = std::find_if(st.shards.begin(), st.shards.end(), [&](auto& s) {
+      return s.handle && s.handle.address() == msg.source;
+    });
+    if (i == st.shards.end())
+      return;
+    if (st.stopping) {
+      i->handle = nullptr;
+      if (std::none_of(st.shards.begin(), st.shards.end(),
+                       [](auto& s) { return static_cast<bool>(s.handle); }))
+        self->quit(st.stop_reason);
+      return;
+    }
+    auto index = static_cast<uint32_t>(i - st.shards.begin());
+    auto& s = *i;
+    s.handle = nullptr;
+    auto reason = describe(msg.reason);
+    self->send(st.engine, shard_down_msg{index, msg.reason});
+    if (!s.started_once) {
+      // It never opened its store: restarting will not help.
+      return;
+    }
+    auto now = std::chrono::steady_clock::now();
+    while (!s.restarts.empty() &&
+           now - s.restarts.front() > std::chrono::minutes{1})
+      s.restarts.pop_front();
+    s.restarts.push_back(now);
+    using std::chrono::milliseconds;
+    s.backoff = s.backoff.count() == 0
+                  ? milliseconds{10}
+                  : std::min(milliseconds{1000}, s.backoff * 2);
+    auto delay = s.restarts.size() > st.max_restarts_per_minute
+                   ? milliseconds{60'000}
+                   : s.backoff;
+    caf::aout(self) << "dally: shard " << index << " failed (" << reason
+                    << "), restarting in " << delay.count() << " ms"
+                    << std::endl;
+    self->delayed_send(self, delay, restart_atom::value, index);
+  });
+  return {
+    [self](restart_atom, uint32_t index) {
+      if (!self->state.stopping && index < self->state.shards.size() &&
+          !self->state.shards[index].handle)
+        start(self, index);
+    },
+    [self](shard_up_msg& msg) {
+      // A shard confirms that its store is open and it serves requests.
+      auto& st = self->state;
+      if (msg.index < st.shards.size()) {
+        st.shards[msg.index].started_once = true;
+        st.shards[msg.index].backoff = std::chrono::milliseconds{0};
+      }
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor engine,
+                            std::vector<shard_setup> shards,
+                            uint32_t max_restarts_per_minute) {
+  return sys.spawn(supervisor_impl, std::move(engine), std::move(shards),
+                   max_restarts_per_minute);
+}
+
+} // namespace dally::actors

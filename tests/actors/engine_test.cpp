@@ -1,0 +1,461 @@
+// The engine's actors end to end under CAF's test_coordinator: virtual time
+// drives both the actor clock and the wall clock, so timers fire exactly
+// and a day of cron passes in moments.
+
+#define BOOST_TEST_MODULE engine
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "engine_fixture.hpp"
+
+using namespace dally;
+using namespace dally::actors;
+using namespace dally::actors::test;
+
+namespace {
+
+engine_config small_config() {
+  engine_config cfg;
+  cfg.shard_count = 2;
+  cfg.notifiers = 2;
+  cfg.durability = storage::durability::none;
+  cfg.write_buffer_bytes = 4 << 20;
+  cfg.block_cache_bytes = 4 << 20;
+  return cfg;
+}
+
+struct fixture : engine_fixture {
+  fixture() : engine_fixture(small_config()) {
+    // nop
+  }
+};
+
+v1::AckRequest ack_of(const v1::Delivery& d) {
+  v1::AckRequest req;
+  *req.mutable_id() = d.id();
+  return req;
+}
+
+core::errc code_of(const caf::error& err) {
+  return from_caf(err).code();
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_SUITE(engine, fixture)
+
+BOOST_AUTO_TEST_CASE(a_task_fires_at_its_due_time_and_an_ack_completes_it) {
+  auto [consumer, log] = this->consumer("mail", verdict_mode::ack);
+  auto due = now_ms() + 5'000;
+  auto id = schedule_at("mail", due, "hello");
+  advance_to(due - 1);
+  BOOST_TEST(log->got.empty());
+  advance_to(due);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  auto& d = log->got[0];
+  BOOST_TEST(d.id().task_id() == id);
+  BOOST_TEST(d.topic() == "mail");
+  BOOST_TEST(d.payload() == "hello");
+  BOOST_TEST(d.due_ms() == due);
+  BOOST_TEST(d.fire_ms() >= due);
+  BOOST_TEST(d.attempt() == 1u);
+  BOOST_TEST(log->got_ms[0] == due);
+  v1::GetRequest get;
+  get.set_id(id);
+  auto res = call<get_reply>(get_request{get});
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(code_of(res.error()) == core::errc::not_found);
+  auto st = stats();
+  BOOST_TEST(st.acked() == 1u);
+  BOOST_TEST(st.fired() == 1u);
+  // Nothing comes back later.
+  advance_ms(120'000);
+  BOOST_TEST(log->got.size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(ids_name_their_shard_and_a_past_due_time_fires_at_once) {
+  auto [consumer, log] = this->consumer("t", verdict_mode::ack);
+  std::set<uint64_t> shards;
+  for (int i = 0; i < 8; ++i) {
+    auto id = schedule_at("t", now_ms() - 60'000);
+    shards.insert(id % 2);
+  }
+  BOOST_TEST(shards.size() == 2u); // Round robin over both shards.
+  run();
+  BOOST_TEST(log->got.size() == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_gets_its_error_and_changes_nothing) {
+  auto expect = [&](v1::ScheduleRequest req, core::errc code) {
+    auto res = call<schedule_reply>(schedule_request{std::move(req)});
+    BOOST_REQUIRE(!res);
+    BOOST_TEST(code_of(res.error()) == code, error_text(res));
+  };
+  v1::ScheduleRequest base;
+  base.set_topic("t");
+  base.mutable_when()->set_in_ms(1'000);
+  {
+    auto req = base;
+    req.set_topic("");
+    expect(req, core::errc::invalid_topic);
+  }
+  {
+    auto req = base;
+    req.mutable_when()->set_in_ms(3654LL * 86'400'000);
+    expect(req, core::errc::delay_too_large);
+  }
+  {
+    auto req = base;
+    req.mutable_when()->set_in_ms(-5);
+    expect(req, core::errc::invalid_time);
+  }
+  {
+    auto req = base;
+    req.mutable_when()->set_at_ms(std::numeric_limits<int64_t>::max());
+    expect(req, core::errc::invalid_time);
+  }
+  {
+    auto req = base;
+    req.set_payload(std::string((1 << 20) + 1, 'x'));
+    expect(req, core::errc::payload_too_large);
+  }
+  {
+    auto req = base;
+    req.set_idempotency_key("k");
+    auto first = call<schedule_reply>(schedule_request{req});
+    BOOST_REQUIRE(first);
+    auto again = call<schedule_reply>(schedule_request{req});
+    BOOST_REQUIRE(again);
+    BOOST_TEST(again->pb.id() == first->pb.id());
+    BOOST_TEST(!again->pb.created());
+    req.set_payload("other");
+    expect(req, core::errc::idempotency_conflict);
+  }
+  for (uint64_t unknown : {uint64_t{999'999}, uint64_t{1'000'000}}) {
+    v1::GetRequest get;
+    get.set_id(unknown);
+    auto res = call<get_reply>(get_request{get});
+    BOOST_REQUIRE(!res);
+    BOOST_TEST(code_of(res.error()) == core::errc::not_found);
+    v1::RevokeRequest rev;
+    rev.set_id(unknown);
+    auto out = call<change_reply>(revoke_request{rev});
+    BOOST_REQUIRE(out);
+    BOOST_TEST(out->pb.outcome() == v1::CHANGE_OUTCOME_NOT_FOUND);
+  }
+  // One task (the keyed one) and nothing else was created.
+  BOOST_TEST(stats().scheduled() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_neither_its_shard_nor_others) {
+  auto [slow, slow_log] = this->consumer("slow", verdict_mode::hang, 10);
+  auto [fast, fast_log] = this->consumer("fast", verdict_mode::ack);
+  auto start = now_ms() + 1'000;
+  // The slow topic fills its consumer's slots and queue first.
+  v1::ScheduleBatchRequest slow_batch;
+  for (int i = 0; i < 1'000; ++i) {
+    auto* t = slow_batch.add_tasks();
+    t->set_topic("slow");
+    t->mutable_when()->set_at_ms(start);
+  }
+  BOOST_REQUIRE(
+    call<schedule_batch_reply>(schedule_batch_request{std::move(slow_batch)}));
+  // 10k tasks on the fast topic, spread over the next second.
+  std::map<uint64_t, int64_t> due_of;
+  for (int b = 0; b < 10; ++b) {
+    v1::ScheduleBatchRequest batch;
+    for (int i = 0; i < 1'000; ++i) {
+      auto* t = batch.add_tasks();
+      t->set_topic("fast");
+      t->mutable_when()->set_at_ms(start + (b * 1'000 + i) / 10);
+    }
+    auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+    BOOST_REQUIRE(res);
+    for (int i = 0; i < res->pb.results_size(); ++i) {
+      BOOST_REQUIRE(res->pb.results(i).has_scheduled());
+      due_of[res->pb.results(i).scheduled().id()] =
+        batch.tasks(i).when().at_ms();
+    }
+  }
+  advance_to(start + 1'000);
+  BOOST_TEST(slow_log->got.size() == 10u); // Its cap, no more.
+  BOOST_REQUIRE_EQUAL(fast_log->got.size(), 10'000u);
+  int64_t worst = 0;
+  for (size_t i = 0; i < fast_log->got.size(); ++i) {
+    auto& d = fast_log->got[i];
+    BOOST_TEST(fast_log->got_ms[i] >= d.due_ms());
+    worst = std::max(worst, fast_log->got_ms[i] - due_of[d.id().task_id()]);
+  }
+  // In virtual time nothing runs late: every fast task went out at its
+  // due millisecond although the slow consumer never answered.
+  BOOST_TEST(worst == 0);
+  auto st = stats();
+  uint64_t waiting = 0;
+  for (auto& t : st.topics())
+    if (t.topic() == "slow")
+      waiting = t.waiting();
+  BOOST_TEST(waiting > 0u); // Parked at their shards, not lost.
+}
+
+BOOST_AUTO_TEST_CASE(tasks_without_a_consumer_wait_and_are_not_lost) {
+  auto due = now_ms() + 1'000;
+  for (int i = 0; i < 5; ++i)
+    schedule_at("orphan", due + i);
+  advance_to(due + 10'000);
+  auto st = stats();
+  BOOST_TEST(st.waiting() == 5u);
+  BOOST_TEST(st.fired() == 0u);
+  auto [consumer, log] = this->consumer("orphan", verdict_mode::ack);
+  run();
+  BOOST_REQUIRE_EQUAL(log->got.size(), 5u);
+  for (auto& d : log->got)
+    BOOST_TEST(d.attempt() == 1u); // Waiting used up no attempt.
+  BOOST_TEST(stats().waiting() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(consumers_of_a_topic_share_its_load) {
+  auto [a, log_a] = this->consumer("shared", verdict_mode::later, 5);
+  auto [b, log_b] = this->consumer("shared", verdict_mode::later, 5);
+  auto due = now_ms() + 100;
+  for (int i = 0; i < 10; ++i)
+    schedule_at("shared", due);
+  advance_to(due);
+  BOOST_TEST(log_a->got.size() == 5u);
+  BOOST_TEST(log_b->got.size() == 5u);
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_consumers_deliveries_are_requeued) {
+  auto [a, log_a] = this->consumer("jobs", verdict_mode::hang);
+  auto due = now_ms() + 100;
+  for (int i = 0; i < 3; ++i)
+    schedule_at("jobs", due);
+  advance_to(due);
+  BOOST_REQUIRE_EQUAL(log_a->got.size(), 3u);
+  auto [b, log_b] = this->consumer("jobs", verdict_mode::ack);
+  self()->send_exit(a, caf::exit_reason::kill);
+  run();
+  // Requeued at once, long before the 30 s lease would run out.
+  advance_ms(10);
+  BOOST_REQUIRE_EQUAL(log_b->got.size(), 3u);
+  for (auto& d : log_b->got)
+    BOOST_TEST(d.attempt() == 2u);
+  advance_ms(60'000);
+  BOOST_TEST(log_b->got.size() == 3u);
+  BOOST_TEST(stats().acked() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
+  auto [c, log] = this->consumer("flaky", verdict_mode::later);
+  v1::ScheduleRequest req;
+  req.set_topic("flaky");
+  req.mutable_when()->set_in_ms(0);
+  auto* policy = req.mutable_policy();
+  policy->set_lease_ms(1'000);
+  policy->set_max_attempts(3);
+  policy->set_backoff_initial_ms(500);
+  policy->set_backoff_multiplier_permille(2'000);
+  policy->set_backoff_max_ms(10'000);
+  auto res = call<schedule_reply>(schedule_request{req});
+  BOOST_REQUIRE(res);
+  auto id = res->pb.id();
+  auto start = now_ms();
+  run();
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  // Lease 1 s, then backoff 500 ms: attempt 2 at +1.5 s, not before.
+  advance_to(start + 1'499);
+  BOOST_TEST(log->got.size() == 1u);
+  advance_to(start + 1'500);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  BOOST_TEST(log->got[1].attempt() == 2u);
+  // Lease 1 s, backoff 1 s: attempt 3 at +3.5 s.
+  advance_to(start + 3'499);
+  BOOST_TEST(log->got.size() == 2u);
+  advance_to(start + 3'500);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 3u);
+  BOOST_TEST(log->got[2].attempt() == 3u);
+  // The third lease runs out: dead letter.
+  advance_to(start + 10'000);
+  BOOST_TEST(log->got.size() == 3u);
+  auto dead = call<dead_letters_reply>(dead_letters_request{});
+  BOOST_REQUIRE(dead);
+  BOOST_REQUIRE_EQUAL(dead->pb.dead_size(), 1);
+  BOOST_TEST(dead->pb.dead(0).task().id() == id);
+  BOOST_TEST(stats().dead_lettered() == 1u);
+  // Kick it back: delivered again, attempts start over.
+  v1::KickRequest kick;
+  kick.set_id(id);
+  auto kicked = call<change_reply>(kick_request{kick});
+  BOOST_REQUIRE(kicked);
+  BOOST_TEST(kicked->pb.outcome() == v1::CHANGE_OUTCOME_DONE);
+  run();
+  BOOST_REQUIRE_EQUAL(log->got.size(), 4u);
+  BOOST_TEST(log->got[3].attempt() == 1u);
+  auto acked = call<empty_reply>(ack_request{ack_of(log->got[3])});
+  BOOST_REQUIRE(acked);
+  BOOST_TEST(call<dead_letters_reply>(dead_letters_request{})->pb.dead_size() ==
+             0);
+}
+
+BOOST_AUTO_TEST_CASE(nack_touch_and_stale_acks) {
+  auto [c, log] = this->consumer("work", verdict_mode::later);
+  auto due = now_ms() + 10;
+  schedule_at("work", due);
+  advance_to(due);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  auto first = log->got[0];
+  // Nack with a delay: back in 2 s as attempt 2.
+  v1::NackRequest nack;
+  *nack.mutable_id() = first.id();
+  nack.set_retry_in_ms(2'000);
+  BOOST_REQUIRE(call<empty_reply>(nack_request{nack}));
+  advance_ms(1'999);
+  BOOST_TEST(log->got.size() == 1u);
+  advance_ms(1);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  auto second = log->got[1];
+  BOOST_TEST(second.attempt() == 2u);
+  // The first delivery is settled: acking it again is stale.
+  auto stale = call<empty_reply>(ack_request{ack_of(first)});
+  BOOST_REQUIRE(!stale);
+  BOOST_TEST(code_of(stale.error()) == core::errc::stale_delivery);
+  // Touch: the lease (30 s) now ends 60 s from now; no redelivery at 30 s.
+  v1::TouchRequest touch;
+  *touch.mutable_id() = second.id();
+  touch.set_extend_ms(60'000);
+  BOOST_REQUIRE(call<empty_reply>(touch_request{touch}));
+  advance_ms(45'000);
+  BOOST_TEST(log->got.size() == 2u);
+  BOOST_REQUIRE(call<empty_reply>(ack_request{ack_of(second)}));
+  advance_ms(120'000);
+  BOOST_TEST(log->got.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(revoke_and_reschedule_have_definite_outcomes) {
+  auto [c, log] = this->consumer("r", verdict_mode::later);
+  auto due = now_ms() + 10'000;
+  auto pending = schedule_at("r", due);
+  auto moved = schedule_at("r", due);
+  auto flying = schedule_at("r", now_ms());
+  run();
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  auto change = [&](auto req) {
+    auto res = call<change_reply>(std::move(req));
+    BOOST_REQUIRE(res);
+    return res->pb.outcome();
+  };
+  v1::RevokeRequest rev;
+  rev.set_id(pending);
+  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
+  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_COMPLETED);
+  v1::RescheduleRequest res;
+  res.set_id(moved);
+  res.set_due_ms(due + 5'000);
+  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
+  res.set_id(flying);
+  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_IN_FLIGHT);
+  rev.set_id(flying);
+  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_IN_FLIGHT);
+  // The revoked in-flight task is never redelivered; the moved one fires
+  // at its new time, not the old one.
+  advance_to(due + 4'999);
+  BOOST_TEST(log->got.size() == 1u);
+  advance_to(due + 5'000);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  BOOST_TEST(log->got[1].id().task_id() == moved);
+  BOOST_REQUIRE(call<empty_reply>(ack_request{ack_of(log->got[1])}));
+  advance_ms(120'000);
+  BOOST_TEST(log->got.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_day_of_cron_passes_in_virtual_time) {
+  auto [c, log] = this->consumer("cron", verdict_mode::ack);
+  v1::ScheduleRequest req;
+  req.set_topic("cron");
+  req.mutable_when()->mutable_cron()->set_expression("*/5 * * * *");
+  auto res = call<schedule_reply>(schedule_request{req});
+  BOOST_REQUIRE(res);
+  auto started = std::chrono::steady_clock::now();
+  auto begin = now_ms();
+  advance_to(begin + 86'400'000);
+  auto took = std::chrono::steady_clock::now() - started;
+  BOOST_TEST_MESSAGE(
+    "a day of cron took "
+    << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+    << " ms");
+  auto st = stats();
+  BOOST_TEST_MESSAGE("fired " << st.fired() << " acked " << st.acked()
+                              << " in_window " << st.in_window());
+  // 2023-11-14T22:13:20Z + 24 h holds 288 five-minute marks.
+  BOOST_REQUIRE_EQUAL(log->got.size(), 288u);
+  for (size_t i = 0; i < log->got.size(); ++i) {
+    auto& d = log->got[i];
+    BOOST_TEST(d.due_ms() % 300'000 == 0);
+    BOOST_TEST(log->got_ms[i] == d.due_ms()); // Exactly on time.
+    BOOST_TEST(d.id().occurrence() == i);
+    BOOST_TEST(d.attempt() == 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_crashed_shard_restarts_with_nothing_acknowledged_lost) {
+  auto [c, log] = this->consumer("s", verdict_mode::ack);
+  auto due = now_ms() + 60'000;
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 20; ++i)
+    ids.insert(schedule_at("s", due + i));
+  auto before = shards();
+  BOOST_REQUIRE_EQUAL(before.size(), 2u);
+  // A hard kill: no flush, no goodbye.
+  self()->send_exit(before[0], caf::exit_reason::kill);
+  run();
+  advance_ms(2'000); // Restart backoff.
+  auto after = shards();
+  BOOST_REQUIRE(after[0]);
+  BOOST_TEST((after[0] != before[0]));
+  BOOST_TEST(stats().shard_restarts() == 1u);
+  advance_to(due + 1'000);
+  std::set<uint64_t> got;
+  for (auto& d : log->got)
+    got.insert(d.id().task_id());
+  BOOST_TEST(got == ids, "every acknowledged task was delivered");
+}
+
+BOOST_AUTO_TEST_CASE(a_restart_recovers_pending_and_in_flight_tasks) {
+  auto due = now_ms() + 1'000;
+  auto a = schedule_at("x", due + 60'000);
+  {
+    auto [c, log] = this->consumer("x", verdict_mode::hang);
+    schedule_at("x", due);
+    advance_to(due);
+    BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  }
+  restart();
+  auto [c, log] = this->consumer("x", verdict_mode::ack);
+  // The in-flight one comes back after its lease (30 s), the pending one at
+  // its due time.
+  advance_to(due + 29'999);
+  BOOST_TEST(log->got.size() == 0u);
+  advance_to(due + 30'000 + 1'000); // Lease plus the first backoff.
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  BOOST_TEST(log->got[0].attempt() == 2u);
+  advance_to(due + 60'000);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  BOOST_TEST(log->got[1].id().task_id() == a);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_engine_on_the_same_data_fails_to_start) {
+  auto cfg = config();
+  cfg.wall_clock_ms = [this] { return now_ms(); };
+  auto second = spawn_engine(sys(), cfg);
+  auto res =
+    call_to<ready_atom>(caf::actor_cast<caf::actor>(second), ready_atom::value);
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(code_of(res.error()) == core::errc::store_locked, error_text(res));
+  self()->send_exit(second, caf::exit_reason::user_shutdown);
+  run();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
