@@ -1,0 +1,431 @@
+// dallyd: one Dally node. Opens the shards' stores under --data-dir, starts
+// the engine and publishes it to remote CAF clients (dallyctl, other
+// programs using actors::connect_engine) on --address:--port.
+//
+// Output: stdout carries exactly one line, "dallyd listening on ADDR:PORT",
+// once the node serves requests (scripts and tests parse it); everything
+// else (start-up, recovery, shutdown) is logged to stderr. SIGTERM and
+// SIGINT stop the node cleanly: every shard flushes and closes its store,
+// then dallyd exits 0.
+//
+// Exit codes: 0 clean shutdown; 1 the node could not start (store locked by
+// another dallyd, port in use, I/O error); 2 bad usage (unknown option, bad
+// value).
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/config_option_set.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/embedded_engine.hpp"
+#include "actors/engine_config.hpp"
+#include "actors/error.hpp"
+#include "actors/remote.hpp"
+#include "actors/system_setup.hpp"
+#include "actors/type_ids.hpp"
+#include "apps/cli_util.hpp"
+#include "core/time_range.hpp"
+
+namespace dally::apps {
+
+namespace {
+
+constexpr int exit_ok = 0;
+constexpr int exit_start_failed = 1;
+constexpr int exit_usage = 2;
+
+/// Every setting of a node. The options live in the category "?dally": on
+/// the command line they need no prefix (`--port=7400`, or `--port 7400`
+/// after `join_option_values`), in a config file they sit in a [dally]
+/// section.
+class dallyd_config : public caf::actor_system_config {
+public:
+  std::string data_dir = "./dally-data";
+  std::string address = "127.0.0.1";
+  uint16_t port = 7400;
+  size_t shards = 4;
+  std::string durability = "sync";
+  int64_t sync_period_ms = 100;
+  int64_t window_ms = 5 * 60 * 1000;
+  size_t max_in_memory = 1'000'000;
+  int64_t late_threshold_ms = 1000;
+  size_t overdue_rate = 20'000;
+  int64_t lease_ms = 30'000;
+  size_t max_attempts = 10;
+  int64_t backoff_initial_ms = 1000;
+  int64_t backoff_max_ms = 600'000;
+  size_t max_payload_bytes = size_t{1} << 20;
+  size_t max_topic_bytes = 256;
+  size_t notifiers = 2;
+  size_t max_in_flight_per_consumer = 1000;
+  size_t max_in_flight_total = 100'000;
+  size_t write_buffer_mb = 16;
+  size_t block_cache_mb = 32;
+
+  dallyd_config() {
+    opt_group{custom_options_, "?dally"}
+      .add(data_dir, "data-dir",
+           "where the shards keep their stores (default ./dally-data)")
+      .add(address, "address",
+           "address to listen on (default 127.0.0.1; 0.0.0.0: all)")
+      .add(port, "port", "TCP port (default 7400; 0: pick a free one)")
+      .add(shards, "shards",
+           "shard count, fixed when the data dir is created (default 4)")
+      .add(durability, "durability",
+           "sync | periodic | none: when a write counts as safe "
+           "(default sync)")
+      .add(sync_period_ms, "sync-period-ms",
+           "with periodic durability: longest a write stays unsynced "
+           "(default 100)")
+      .add(window_ms, "window-ms",
+           "tasks due within this many ms are kept in memory "
+           "(default 300000)")
+      .add(max_in_memory, "max-in-memory",
+           "most tasks one shard keeps in memory (default 1000000)")
+      .add(late_threshold_ms, "late-threshold-ms",
+           "tasks overdue by more than this fire at the overdue rate "
+           "(default 1000)")
+      .add(overdue_rate, "overdue-rate",
+           "overdue tasks fired per second per shard; 0: unpaced "
+           "(default 20000)")
+      .add(lease_ms, "lease-ms",
+           "default lease: a delivery not settled within it is redelivered "
+           "(default 30000)")
+      .add(max_attempts, "max-attempts",
+           "default deliveries before a task becomes a dead letter "
+           "(default 10)")
+      .add(backoff_initial_ms, "backoff-initial-ms",
+           "default wait before the first retry (default 1000)")
+      .add(backoff_max_ms, "backoff-max-ms",
+           "default longest wait between retries (default 600000)")
+      .add(max_payload_bytes, "max-payload-bytes",
+           "largest accepted payload (default 1048576)")
+      .add(max_topic_bytes, "max-topic-bytes",
+           "longest accepted topic (default 256)")
+      .add(notifiers, "notifiers",
+           "actors delivering fired tasks to consumers (default 2)")
+      .add(max_in_flight_per_consumer, "max-in-flight-per-consumer",
+           "unanswered deliveries one consumer may hold (default 1000)")
+      .add(max_in_flight_total, "max-in-flight-total",
+           "unanswered deliveries per notifier (default 100000)")
+      .add(write_buffer_mb, "write-buffer-mb",
+           "RocksDB memtable size per shard in MiB (default 16)")
+      .add(block_cache_mb, "block-cache-mb",
+           "RocksDB block cache per shard in MiB (default 32)");
+  }
+
+  const caf::config_option_set& options() const noexcept {
+    return custom_options_;
+  }
+};
+
+/// UTC wall-clock time for log lines, e.g. 2026-11-22T10:00:00.123Z.
+std::string log_stamp() {
+  return core::format_time(actors::system_wall_clock_ms());
+}
+
+/// Writes one log line to stderr (only the main thread logs).
+void log_line(const std::string& text) {
+  std::string line =
+    log_stamp() + " dallyd[" + std::to_string(::getpid()) + "]: " + text + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+/// CAF's list of the options, saying where --help really prints.
+std::string caf_help_text(const dallyd_config& cfg) {
+  auto text = cfg.options().help_text(true);
+  const std::string wrong = "print help text to STDERR and exit";
+  if (auto pos = text.find(wrong); pos != std::string::npos)
+    text.replace(pos, wrong.size(), "print this text and exit");
+  return text;
+}
+
+void print_help(const dallyd_config& cfg) {
+  std::cout
+    << "usage: dallyd [options]\n"
+       "\n"
+       "Runs one Dally node: opens the stores under --data-dir, starts the\n"
+       "engine and serves remote CAF clients (dallyctl) on --address:--port.\n"
+       "Once it serves requests it prints one line to stdout:\n"
+       "  dallyd listening on ADDRESS:PORT\n"
+       "and logs everything else to stderr. SIGTERM or SIGINT stop it\n"
+       "cleanly (stores flushed and closed, exit 0).\n"
+       "\n"
+       "Options are given as --name=value or --name value; every option may\n"
+       "also be set in a config file, in a [dally] section (strings quoted):\n"
+       "  [dally]\n"
+       "  data-dir=\"/var/lib/dally\"\n"
+       "  port=7400\n"
+       "read from ./caf-application.ini when it exists, or from\n"
+       "--config-file=FILE. Command-line flags override the file. CAF's own\n"
+       "settings (scheduler, middleman) are listed by --long-help.\n"
+       "\n"
+       "Exit codes: 0 clean shutdown, 1 could not start (store locked by\n"
+       "another dallyd, address in use, I/O error), 2 bad usage.\n"
+       "\n"
+    << caf_help_text(cfg);
+}
+
+/// Names of the options that take a value, as CAF accepts them on the
+/// command line ("port", "dally.port", "middleman.max-consecutive-reads").
+std::set<std::string, std::less<>>
+valued_option_names(const caf::config_option_set& opts) {
+  std::set<std::string, std::less<>> out;
+  for (const auto& opt : opts) {
+    if (opt.is_flag())
+      continue;
+    auto name = std::string{opt.long_name().data(), opt.long_name().size()};
+    auto category = std::string{opt.category().data(), opt.category().size()};
+    if (!category.empty() && category.front() == '?')
+      category.erase(0, 1);
+    if (opt.has_flat_cli_name())
+      out.insert(name);
+    if (!category.empty() && category != "global")
+      out.insert(category + "." + name);
+  }
+  return out;
+}
+
+/// Checks the values and turns them into an engine config; an error text
+/// on a bad value.
+std::optional<std::string> to_engine_config(const dallyd_config& cfg,
+                                            actors::engine_config& out) {
+  if (cfg.data_dir.empty())
+    return "--data-dir must not be empty";
+  out.data_dir = cfg.data_dir;
+  if (cfg.shards < 1 || cfg.shards > 4096)
+    return "--shards must be in [1, 4096]";
+  out.shard_count = static_cast<uint32_t>(cfg.shards);
+  if (cfg.durability == "sync")
+    out.durability = storage::durability::sync;
+  else if (cfg.durability == "periodic")
+    out.durability = storage::durability::periodic;
+  else if (cfg.durability == "none")
+    out.durability = storage::durability::none;
+  else
+    return "--durability must be sync, periodic or none, not '" +
+           cfg.durability + "'";
+  if (cfg.sync_period_ms < 1)
+    return "--sync-period-ms must be at least 1";
+  out.sync_period_ms = cfg.sync_period_ms;
+  if (cfg.window_ms < 1)
+    return "--window-ms must be at least 1";
+  out.shard.window.window_ms = cfg.window_ms;
+  if (cfg.max_in_memory < 1)
+    return "--max-in-memory must be at least 1";
+  out.shard.window.max_in_memory = cfg.max_in_memory;
+  if (cfg.late_threshold_ms < 0)
+    return "--late-threshold-ms must not be negative";
+  out.shard.late_threshold_ms = cfg.late_threshold_ms;
+  if (cfg.overdue_rate > UINT32_MAX)
+    return "--overdue-rate is too large";
+  out.shard.overdue_rate_per_s = static_cast<uint32_t>(cfg.overdue_rate);
+  auto& policy = out.shard.default_policy;
+  policy.lease_ms = cfg.lease_ms;
+  if (cfg.max_attempts > UINT32_MAX)
+    return "--max-attempts is too large";
+  policy.max_attempts = static_cast<uint32_t>(cfg.max_attempts);
+  policy.backoff_initial_ms = cfg.backoff_initial_ms;
+  policy.backoff_max_ms = cfg.backoff_max_ms;
+  if (auto err = policy.validate())
+    return "bad default delivery policy: " + err.message();
+  out.shard.limits.max_payload_bytes = cfg.max_payload_bytes;
+  if (cfg.max_topic_bytes < 1)
+    return "--max-topic-bytes must be at least 1";
+  out.shard.limits.max_topic_bytes = cfg.max_topic_bytes;
+  if (cfg.notifiers < 1 || cfg.notifiers > 1024)
+    return "--notifiers must be in [1, 1024]";
+  out.notifiers = static_cast<uint32_t>(cfg.notifiers);
+  if (cfg.max_in_flight_per_consumer < 1 ||
+      cfg.max_in_flight_per_consumer > UINT32_MAX)
+    return "--max-in-flight-per-consumer must be in [1, 2^32)";
+  out.max_in_flight_per_consumer =
+    static_cast<uint32_t>(cfg.max_in_flight_per_consumer);
+  if (cfg.max_in_flight_total < 1 || cfg.max_in_flight_total > UINT32_MAX)
+    return "--max-in-flight-total must be in [1, 2^32)";
+  out.max_in_flight_total = static_cast<uint32_t>(cfg.max_in_flight_total);
+  if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
+    return "--write-buffer-mb must be in [1, 65536]";
+  out.write_buffer_bytes = cfg.write_buffer_mb << 20;
+  if (cfg.block_cache_mb < 1 || cfg.block_cache_mb > 1 << 20)
+    return "--block-cache-mb must be in [1, 1048576]";
+  out.block_cache_bytes = cfg.block_cache_mb << 20;
+  return std::nullopt;
+}
+
+std::string summary(const dallyd_config& cfg) {
+  return "data-dir=" + cfg.data_dir + " shards=" + std::to_string(cfg.shards) +
+         " durability=" + cfg.durability +
+         (cfg.durability == "periodic"
+            ? " sync-period-ms=" + std::to_string(cfg.sync_period_ms)
+            : std::string{}) +
+         " window-ms=" + std::to_string(cfg.window_ms) +
+         " max-in-memory=" + std::to_string(cfg.max_in_memory) +
+         " overdue-rate=" + std::to_string(cfg.overdue_rate) +
+         "/s lease-ms=" + std::to_string(cfg.lease_ms) +
+         " max-attempts=" + std::to_string(cfg.max_attempts);
+}
+
+/// Asks the engine what it recovered and logs it.
+void log_recovery(caf::actor_system& sys, const engine_actor& engine) {
+  caf::scoped_actor self{sys};
+  auto timeout = std::chrono::seconds{10};
+  self->request(engine, timeout, actors::stats_request{})
+    .receive(
+      [&](actors::stats_reply& stats) {
+        log_line("recovered: " + std::to_string(stats.pb.in_window()) +
+                 " tasks in the in-memory window across " +
+                 std::to_string(stats.pb.shards()) + " shards");
+      },
+      [&](caf::error& err) {
+        log_line("stats after start failed: " + actors::describe(err));
+      });
+  v1::DeadLettersRequest req;
+  req.set_limit(1000);
+  self->request(engine, timeout, actors::make_wire(std::move(req)))
+    .receive(
+      [&](actors::dead_letters_reply& page) {
+        auto n = page.pb.dead_size();
+        if (n == 0)
+          return;
+        log_line(std::to_string(n) + (page.pb.next_after_id() != 0 ? "+" : "") +
+                 " dead letters (dallyctl dead-letters lists them)");
+      },
+      [&](caf::error& err) {
+        log_line("dead-letter scan failed: " + actors::describe(err));
+      });
+}
+
+/// Logs what the node did since it started, before it stops.
+void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
+  caf::scoped_actor self{sys};
+  self->request(engine, std::chrono::seconds{5}, actors::stats_request{})
+    .receive(
+      [&](actors::stats_reply& s) {
+        log_line("since start: scheduled=" + std::to_string(s.pb.scheduled()) +
+                 " fired=" + std::to_string(s.pb.fired()) +
+                 " acked=" + std::to_string(s.pb.acked()) +
+                 " nacked=" + std::to_string(s.pb.nacked()) +
+                 " dead_lettered=" + std::to_string(s.pb.dead_lettered()) +
+                 " in_window=" + std::to_string(s.pb.in_window()) +
+                 " in_flight=" + std::to_string(s.pb.in_flight()));
+      },
+      [](caf::error&) {});
+}
+
+/// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
+/// actor done, every connection closed) when it returns.
+int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
+          const sigset_t& stop_signals) {
+  caf::actor_system sys{cfg};
+  auto t0 = std::chrono::steady_clock::now();
+  auto engine = actors::embedded_engine::start(sys, ecfg);
+  if (!engine) {
+    std::cerr << "dallyd: cannot start the engine on " << cfg.data_dir << ": "
+              << actors::describe(engine.error()) << "\n";
+    return exit_start_failed;
+  }
+  auto start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+  log_line("engine started in " + std::to_string(start_ms) + " ms");
+  log_recovery(sys, engine->handle());
+  auto port =
+    actors::publish_engine(sys, engine->handle(), cfg.address, cfg.port);
+  if (!port) {
+    std::cerr << "dallyd: cannot listen on " << cfg.address << ":" << cfg.port
+              << ": " << actors::describe(port.error()) << "\n";
+    engine->stop();
+    return exit_start_failed;
+  }
+  std::printf("dallyd listening on %s:%u\n", cfg.address.c_str(),
+              static_cast<unsigned>(*port));
+  std::fflush(stdout);
+  log_line("listening on " + cfg.address + ":" + std::to_string(*port));
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+    // retry
+  }
+  log_line(std::string{"received "} + (sig == SIGTERM ? "SIGTERM" : "SIGINT") +
+           ", shutting down");
+  // No new connections; then the engine stops (shards flush and close
+  // their stores) while the connections still up see their requests fail.
+  static_cast<void>(sys.middleman().unpublish(engine->handle(), *port));
+  log_final_stats(sys, engine->handle());
+  engine->stop();
+  log_line("engine stopped, stores closed");
+  return exit_ok;
+}
+
+int run(int argc, char** argv) {
+  // Signals are taken synchronously by sigwait in this thread; every thread
+  // CAF starts inherits the mask, so no handler ever runs.
+  // A shell starts background jobs with SIGINT ignored, and an ignored
+  // signal never reaches sigwait: take both back.
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  dallyd_config cfg;
+  actors::add_message_types(cfg);
+  actors::enable_network(cfg);
+  std::vector<std::string> args{argv + 1, argv + argc};
+  for (const auto& arg : args) {
+    if (arg == "-h" || arg == "--help" || arg == "-?") {
+      print_help(cfg);
+      return exit_ok;
+    }
+  }
+  args = join_option_values(args, valued_option_names(cfg.options()));
+  if (auto err = cfg.parse(std::move(args))) {
+    std::cerr << "dallyd: " << caf::to_string(err) << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  if (cfg.cli_helptext_printed)
+    return exit_ok; // --long-help or --dump-config
+  if (!cfg.remainder.empty()) {
+    std::cerr << "dallyd: unexpected argument '" << cfg.remainder.front()
+              << "'\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  actors::engine_config ecfg;
+  if (auto msg = to_engine_config(cfg, ecfg)) {
+    std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  log_line("starting: " + summary(cfg));
+  auto rc = serve(cfg, ecfg, stop_signals);
+  if (rc == exit_ok)
+    log_line("stopped");
+  return rc;
+}
+
+} // namespace
+
+} // namespace dally::apps
+
+int main(int argc, char** argv) {
+  return dally::apps::run(argc, argv);
+}
