@@ -18,6 +18,8 @@
 #include <system_error>
 #include <vector>
 
+#include "../storage/test_support.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -29,34 +31,7 @@ namespace dally::apps::test {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-/// A fresh directory under the system temp dir, removed on destruction.
-class temp_dir {
-public:
-  temp_dir() {
-    auto tmpl =
-      (std::filesystem::temp_directory_path() / "dally-apps-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw std::system_error(errno, std::generic_category(), "mkdtemp");
-    path_ = tmpl;
-  }
-
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-
-  std::string str(const std::string& sub = {}) const {
-    return sub.empty() ? path_.string() : (path_ / sub).string();
-  }
-
-private:
-  std::filesystem::path path_;
-};
+using storage::test::temp_dir;
 
 /// Milliseconds left until `deadline`, at least 0.
 inline int ms_left(steady_clock::time_point deadline) {

@@ -37,6 +37,11 @@ public:
 
   const std::filesystem::path& path() const noexcept { return path_; }
 
+  /// The directory, or `sub` inside it, as a string.
+  std::string str(const std::string& sub = {}) const {
+    return sub.empty() ? path_.string() : (path_ / sub).string();
+  }
+
 private:
   std::filesystem::path path_;
 };
