@@ -9,12 +9,17 @@
 #   store.md        durable store: schedule throughput vs plain RocksDB,
 #                   window rebuild rate, bytes on disk per task
 #   window_rss.md   RSS of a reopened shard with 10M tasks on disk (1M quick)
+#   engine.md       the single-node engine end to end: throughput embedded
+#                   and remote, firing lateness, RSS per pending task
+#   engine.txt      its console output (every run, not just the medians)
 #   machine.txt     CPU, memory, compiler and OS of this run
 #
 # Usage: bash scripts/bench.sh [--quick] [extra Google Benchmark flags]
 #   --quick (or DALLY_BENCH_QUICK=1) skips the 10M cases, shortens the
-#   store runs and fills 1M tasks instead of 10M for window_rss.
-# The store benchmarks write scratch stores under $build/tmp (removed after).
+#   store runs and fills 1M tasks instead of 10M for window_rss; the engine
+#   benchmark runs fewer and shorter runs with smaller backlogs.
+# The store and engine benchmarks write scratch data under $build/tmp
+# (removed after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +32,7 @@ bash scripts/install-deps.sh
 build=${DALLY_BENCH_BUILD_DIR:-build/bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDALLY_BUILD_BENCH=ON
 cmake --build "$build" -j2 --target dally_timers_bench dally_store_bench \
-  dally_window_rss
+  dally_window_rss dally-engine-bench
 
 results="$build/results"
 mkdir -p "$results"
@@ -61,6 +66,13 @@ if [ "${DALLY_BENCH_QUICK:-0}" != "0" ]; then
 fi
 "$build/bench/dally_window_rss" --tasks "$rss_tasks" --dir "$build/tmp/rss" \
   --md "$results/window_rss.md"
+echo
+echo "engine load before: $(cut -d' ' -f1-3 /proc/loadavg)" \
+  >>"$results/machine.txt"
+"$build/bench/dally-engine-bench" --dir "$build/tmp/engine" \
+  --md "$results/engine.md" | tee "$results/engine.txt"
+echo "engine load after: $(cut -d' ' -f1-3 /proc/loadavg)" \
+  >>"$results/machine.txt"
 rm -rf "$build/tmp"
 
 echo

@@ -1,0 +1,1523 @@
+// dally-engine-bench: the single-node engine end to end.
+//
+//  1. Throughput of schedule -> fire -> deliver -> ack: embedded (engine,
+//     producers and consumers in one actor_system) and remote (engine
+//     published on 127.0.0.1, producers and consumers in a child process
+//     that connects with connect_engine), with durability sync and none,
+//     against a plain RocksDB loop doing the same writes per task.
+//  2. Firing lateness (wall clock at the consumer minus due time) of a
+//     steady stream at --load-factor (0.7) of the embedded sync throughput
+//     measured in 1, with --small-pending and --large-pending tasks pending
+//     (sync), and the small case again with durability none.
+//  3. RSS per pending task, inside the window and beyond it, each in a
+//     fresh child process.
+//
+// Usage: dally-engine-bench [--quick] [--md FILE] [--dir DIR]
+//   --only throughput,lateness,rss   sections to run (default: all)
+//   --runs N          throughput runs per cell, lateness periods (3)
+//   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
+//   throughput: --tasks N (100k) --modes embedded,remote,plain
+//     --durability sync,none --producers N (2) --outstanding N (4 requests
+//     per producer) --batch N (256) --consumers N (2) --max-in-flight N
+//   lateness: --small-pending N (100k) --large-pending N (10M)
+//     --in-window-pending N (100k) --warmup-s S (2) --measure-s S (4)
+//     --load-factor F (0.7) --stream-rate R (instead of F x measured max)
+//     --lead-ms MS (500) --dump-lateness PATH
+//   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
+// --quick (or DALLY_BENCH_QUICK=1): 2 runs, 20k tasks per run, 20k and
+// 200k pending, 1 s periods, 100k tasks for RSS; well under a minute.
+// Scratch data goes to a fresh directory under /tmp (or --dir, emptied
+// first), removed at the end. Progress goes to stdout, then the markdown
+// summary (also written to --md).
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include "actors/embedded_engine.hpp"
+#include "actors/engine_config.hpp"
+#include "actors/error.hpp"
+#include "actors/messages.hpp"
+#include "actors/remote.hpp"
+#include "actors/system_setup.hpp"
+#include "actors/type_ids.hpp"
+#include "bench/engine_drivers.hpp"
+#include "bench/store_tools.hpp"
+#include "storage/record_codec.hpp"
+#include "storage/rocks_task_store.hpp"
+#include "storage/store_options.hpp"
+#include "storage/write_batch.hpp"
+
+namespace {
+
+using namespace dally;
+using bench::die;
+using clock_type = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int64_t minute_ms = 60'000;
+constexpr int64_t hour_ms = 60 * minute_ms;
+constexpr int64_t day_ms = 24 * hour_ms;
+
+struct settings {
+  bool quick = false;
+  std::string dir;
+  std::string md_path;
+  /// Lateness: writes "due_ms late_us" per delivery to PATH.DURABILITY.N.
+  std::string dump_path;
+  std::set<std::string> sections{"throughput", "lateness", "rss"};
+  /// Throughput: which runs, at which durability levels.
+  std::set<std::string> modes{"embedded", "remote", "plain"};
+  std::vector<storage::durability> levels{storage::durability::sync,
+                                          storage::durability::none};
+  int runs = 3;
+  // Engine shape (every section).
+  uint32_t shards = 4;
+  uint32_t notifiers = 2;
+  /// CAF scheduler threads; 0: CAF's default (one per core).
+  uint32_t caf_threads = 0;
+  /// CAF scheduler.max-throughput (messages per actor per turn); 0: CAF's
+  /// default (unbounded).
+  uint32_t caf_max_throughput = 0;
+  // Throughput.
+  uint64_t tasks = 100'000;
+  uint32_t producers = 2;
+  uint32_t batch = 256;
+  uint32_t outstanding = 4;
+  uint32_t consumers = 2;
+  /// Per consumer; 0: the engine's default (max_in_flight_per_consumer).
+  uint32_t max_in_flight = 0;
+  // Lateness.
+  uint64_t small_pending = 100'000;
+  uint64_t large_pending = 10'000'000;
+  uint64_t in_window_pending = 100'000;
+  double warmup_s = 2;
+  double measure_s = 4;
+  double load_factor = 0.7;
+  double stream_rate = 0;
+  int64_t lead_ms = 500;
+  // RSS.
+  uint64_t rss_tasks = 1'000'000;
+  size_t rss_write_buffer_bytes = 4 << 20;
+  // Child process modes.
+  std::string child;
+  uint16_t port = 0;
+  std::string rss_where;
+};
+
+// -- small utilities ----------------------------------------------------------
+
+double median(std::vector<double> xs) {
+  if (xs.empty())
+    return 0;
+  std::sort(xs.begin(), xs.end());
+  auto n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+/// Nearest-rank percentile of sorted `xs`.
+int64_t percentile(const std::vector<int64_t>& xs, double p) {
+  if (xs.empty())
+    return 0;
+  auto rank =
+    static_cast<size_t>(std::ceil(p * static_cast<double>(xs.size())));
+  return xs[std::clamp<size_t>(rank, 1, xs.size()) - 1];
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::string rate_str(double per_s) {
+  std::ostringstream out;
+  if (per_s >= 1e6)
+    out << std::fixed << std::setprecision(2) << per_s / 1e6 << " M";
+  else if (per_s >= 1e3)
+    out << std::fixed << std::setprecision(1) << per_s / 1e3 << " k";
+  else
+    out << std::fixed << std::setprecision(0) << per_s;
+  return out.str();
+}
+
+std::string fixed(double x, int digits) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(digits) << x;
+  return out.str();
+}
+
+/// x / y, or a dash when either is missing.
+std::string ratio_str(double x, double y) {
+  if (x <= 0 || y <= 0)
+    return "–";
+  return fixed(x / y, 2);
+}
+
+std::string ms_str(int64_t us) {
+  return fixed(static_cast<double>(us) / 1000.0, 2);
+}
+
+std::string_view name_of(storage::durability level) {
+  switch (level) {
+    case storage::durability::sync:
+      return "sync";
+    case storage::durability::periodic:
+      return "periodic";
+    default:
+      return "none";
+  }
+}
+
+/// User plus system CPU seconds of this process so far.
+double cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  auto len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (len <= 0)
+    die("readlink /proc/self/exe failed");
+  buf[len] = '\0';
+  return buf;
+}
+
+/// Runs `cmd`, returns its stdout as key=value fields; dies if it fails.
+std::map<std::string, std::string> run_child(const std::string& cmd) {
+  auto* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr)
+    die("popen failed");
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof(buf), pipe) != nullptr)
+    out += buf;
+  if (pclose(pipe) != 0)
+    die("child failed: " + cmd + "\n" + out);
+  std::map<std::string, std::string> fields;
+  std::istringstream in(out);
+  std::string field;
+  while (in >> field)
+    if (auto eq = field.find('='); eq != std::string::npos)
+      fields[field.substr(0, eq)] = field.substr(eq + 1);
+  return fields;
+}
+
+std::string field(const std::map<std::string, std::string>& fields,
+                  const std::string& key) {
+  auto i = fields.find(key);
+  if (i == fields.end())
+    die("child output lacks " + key);
+  return i->second;
+}
+
+/// The arguments that give a child process the same settings.
+std::string child_args(const settings& s) {
+  std::ostringstream out;
+  out << " --shards " << s.shards << " --notifiers " << s.notifiers
+      << " --tasks " << s.tasks << " --producers " << s.producers << " --batch "
+      << s.batch << " --outstanding " << s.outstanding << " --consumers "
+      << s.consumers << " --max-in-flight " << s.max_in_flight
+      << " --rss-tasks " << s.rss_tasks << " --rss-write-buffer "
+      << s.rss_write_buffer_bytes << " --caf-threads " << s.caf_threads;
+  return out.str();
+}
+
+/// An actor_system config with Dally's types, optionally the network, and
+/// --caf-threads.
+struct caf_config : caf::actor_system_config {
+  caf_config(const settings& s, bool network) {
+    actors::add_message_types(*this);
+    if (network)
+      actors::enable_network(*this);
+    if (s.caf_threads > 0)
+      set("scheduler.max-threads", static_cast<size_t>(s.caf_threads));
+    if (s.caf_max_throughput > 0)
+      set("scheduler.max-throughput",
+          static_cast<size_t>(s.caf_max_throughput));
+  }
+};
+
+actors::engine_config engine_cfg(const settings& s, const std::string& dir,
+                                 storage::durability level) {
+  actors::engine_config cfg;
+  cfg.data_dir = dir;
+  cfg.shard_count = s.shards;
+  cfg.notifiers = s.notifiers;
+  cfg.durability = level;
+  if (s.max_in_flight > 0)
+    cfg.max_in_flight_per_consumer = s.max_in_flight;
+  return cfg;
+}
+
+/// actors::embedded_engine with a stop that waits until every shard has
+/// closed its store (the next run may reopen the data directory at once)
+/// and that survives an engine which does not quit after its shards.
+class bench_engine {
+public:
+  bench_engine(caf::actor_system& sys, actors::engine_config cfg) : sys_(&sys) {
+    auto started = actors::embedded_engine::start(sys, std::move(cfg));
+    if (!started)
+      die("cannot start the engine: " + actors::describe(started.error()));
+    engine_.emplace(std::move(*started));
+    handle_ = engine_->handle();
+  }
+
+  bench_engine(const bench_engine&) = delete;
+  bench_engine& operator=(const bench_engine&) = delete;
+
+  ~bench_engine() { stop(); }
+
+  const engine_actor& handle() const noexcept { return handle_; }
+
+  /// Stops the engine and waits until every shard has flushed and closed
+  /// its store (embedded_engine::stop waits for the engine only). The
+  /// engine quits after its supervisor, which quits after the shards; an
+  /// engine that stays up 200 ms after its shards (a regression seen while
+  /// this benchmark was written) is reported and killed.
+  void stop() {
+    if (!handle_)
+      return;
+    caf::scoped_actor self{*sys_};
+    std::vector<caf::actor> shards;
+    self
+      ->request(caf::actor_cast<caf::actor>(handle_), std::chrono::seconds{30},
+                actors::shards_atom::value)
+      .receive([&](actors::shard_handles_msg& m) { shards = m.shards; },
+               [](caf::error&) {});
+    std::set<caf::actor_addr> waiting;
+    for (auto& shard : shards)
+      if (shard) {
+        self->monitor(shard);
+        waiting.insert(shard.address());
+      }
+    self->monitor(handle_);
+    self->send_exit(handle_, caf::exit_reason::user_shutdown);
+    bool engine_down = false;
+    bool timed_out = false;
+    while (!timed_out && (!waiting.empty() || !engine_down)) {
+      auto grace = waiting.empty() ? std::chrono::milliseconds{200}
+                                   : std::chrono::milliseconds{60'000};
+      self->receive(
+        [&](const caf::down_msg& m) {
+          if (m.source == handle_.address())
+            engine_down = true;
+          else
+            waiting.erase(m.source);
+        },
+        caf::after(grace) >> [&] { timed_out = true; });
+    }
+    if (!waiting.empty())
+      die("shards did not stop within 60 s");
+    if (!engine_down) {
+      if (!warned_) {
+        std::cerr << "note: the engine did not quit after its shards; "
+                     "killing it (a bug in actors/)\n";
+        warned_ = true;
+      }
+      self->send_exit(handle_, caf::exit_reason::kill);
+      self->receive([](const caf::down_msg&) {});
+    }
+    handle_ = nullptr;
+    // Its own stop now sees a terminated actor and returns at once.
+    engine_.reset();
+  }
+
+private:
+  static inline bool warned_ = false;
+  caf::actor_system* sys_;
+  std::optional<actors::embedded_engine> engine_;
+  engine_actor handle_;
+};
+
+v1::StatsReply stats_or_die(caf::scoped_actor& self,
+                            const engine_actor& engine) {
+  auto st = bench::engine_stats(self, engine);
+  if (!st)
+    die("stats failed: " + actors::describe(st.error()));
+  return std::move(*st);
+}
+
+/// Spawns `n` counting consumers sharing `tally` and subscribes them.
+std::vector<caf::actor>
+spawn_consumers(caf::actor_system& sys, caf::scoped_actor& self,
+                const engine_actor& engine, const std::string& topic,
+                uint32_t n, uint32_t max_in_flight,
+                std::shared_ptr<bench::consumer_tally> tally) {
+  std::vector<caf::actor> out;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto handle = sys.spawn(bench::counting_consumer, tally);
+    if (auto err = bench::subscribe(self, engine, topic, handle, max_in_flight))
+      die("subscribe failed: " + actors::describe(err));
+    out.push_back(caf::actor_cast<caf::actor>(handle));
+  }
+  // The topic's availability travels notifier -> engine -> shards; tasks
+  // fired before it arrives would be parked and come back, which is a
+  // different path than the one measured.
+  std::this_thread::sleep_for(milliseconds{100});
+  return out;
+}
+
+/// Schedules `total` tasks of `topic` with `producers` batch producers and
+/// waits for every reply; returns the seconds it took.
+double load_tasks(caf::actor_system& sys, const engine_actor& engine,
+                  const std::string& topic, uint64_t total, uint32_t producers,
+                  uint32_t batch, uint32_t outstanding,
+                  std::function<int64_t(uint64_t, int64_t)> due_ms) {
+  auto start = clock_type::now();
+  std::vector<std::shared_ptr<bench::batch_progress>> progress;
+  uint64_t offset = 0;
+  for (uint32_t p = 0; p < producers; ++p) {
+    auto plan = std::make_shared<bench::batch_plan>();
+    plan->topic = topic;
+    plan->tasks = total / producers + (p < total % producers ? 1 : 0);
+    plan->batch = batch;
+    plan->outstanding = outstanding;
+    plan->due_ms = [due_ms, offset](uint64_t i, int64_t now) {
+      return due_ms(offset + i, now);
+    };
+    offset += plan->tasks;
+    progress.push_back(std::make_shared<bench::batch_progress>());
+    sys.spawn(bench::batch_producer, engine,
+              std::shared_ptr<const bench::batch_plan>(plan), progress.back());
+  }
+  auto all_done = [&] {
+    for (auto& p : progress)
+      if (!p->done)
+        return false;
+    return true;
+  };
+  auto timeout =
+    milliseconds{std::max<int64_t>(120'000, static_cast<int64_t>(total / 2))};
+  if (!bench::wait_until(all_done, timeout, std::chrono::milliseconds{2}))
+    die("loading " + std::to_string(total) + " tasks timed out");
+  for (auto& p : progress)
+    if (p->failed > 0)
+      die("loading failed for " + std::to_string(p->failed.load()) +
+          " tasks: " + p->first_error);
+  return bench::seconds_between(start, clock_type::now());
+}
+
+// -- 1. throughput ------------------------------------------------------------
+
+struct throughput_result {
+  double deliver_s = 0;
+  double ack_s = 0;
+  uint64_t tasks = 0;
+  uint64_t delivered = 0;
+  uint64_t redelivered = 0;
+  uint64_t acked = 0;
+  uint64_t commits = 0;
+  /// Fires counted by the engine (above `tasks` when deliveries went back
+  /// to their shard, e.g. undelivered while consumers were saturated).
+  uint64_t fired = 0;
+  /// CPU seconds of the engine's process during the run (embedded: with
+  /// producers and consumers; remote: the engine's side only).
+  double cpu_s = 0;
+  /// Remote: CPU seconds of the client process (producers, consumers).
+  double client_cpu_s = 0;
+
+  double rate() const { return static_cast<double>(tasks) / ack_s; }
+};
+
+/// Consumers subscribe, producers schedule `s.tasks` tasks due at once,
+/// and the run ends when the engine's stats count every ack as done
+/// (committed). Works on an embedded handle or a remote one.
+throughput_result drive_throughput(caf::actor_system& sys,
+                                   const engine_actor& engine,
+                                   const settings& s) {
+  caf::scoped_actor self{sys};
+  auto tally = std::make_shared<bench::consumer_tally>();
+  auto consumers = spawn_consumers(sys, self, engine, "bench", s.consumers,
+                                   s.max_in_flight, tally);
+  auto before = stats_or_die(self, engine);
+  throughput_result out;
+  out.tasks = s.tasks;
+  auto cpu_start = cpu_s();
+  auto start = clock_type::now();
+  std::vector<std::shared_ptr<bench::batch_progress>> progress;
+  for (uint32_t p = 0; p < s.producers; ++p) {
+    auto plan = std::make_shared<bench::batch_plan>();
+    plan->topic = "bench";
+    plan->tasks = s.tasks / s.producers + (p < s.tasks % s.producers ? 1 : 0);
+    plan->batch = s.batch;
+    plan->outstanding = s.outstanding;
+    plan->due_ms = [](uint64_t, int64_t now) { return now; };
+    progress.push_back(std::make_shared<bench::batch_progress>());
+    sys.spawn(bench::batch_producer, engine,
+              std::shared_ptr<const bench::batch_plan>(plan), progress.back());
+  }
+  auto timeout =
+    milliseconds{std::max<int64_t>(60'000, static_cast<int64_t>(s.tasks / 2))};
+  bool ok =
+    bench::wait_until([&] { return tally->delivered >= s.tasks; }, timeout);
+  auto delivered_at = clock_type::now();
+  v1::StatsReply after;
+  if (ok) {
+    ok = bench::wait_until(
+      [&] {
+        after = stats_or_die(self, engine);
+        return after.acked() - before.acked() >= s.tasks;
+      },
+      milliseconds{30'000}, std::chrono::microseconds{200});
+  }
+  auto acked_at = clock_type::now();
+  for (auto& p : progress)
+    if (p->failed > 0)
+      die("schedule failed for " + std::to_string(p->failed.load()) +
+          " tasks: " + p->first_error);
+  if (!ok) {
+    auto st = stats_or_die(self, engine);
+    die("throughput run stalled: delivered " +
+        std::to_string(tally->delivered) + " of " + std::to_string(s.tasks) +
+        "; engine: " + st.ShortDebugString());
+  }
+  out.cpu_s = cpu_s() - cpu_start;
+  out.deliver_s = bench::seconds_between(start, delivered_at);
+  out.ack_s = bench::seconds_between(start, acked_at);
+  out.delivered = tally->delivered;
+  out.redelivered = tally->redelivered;
+  out.acked = after.acked() - before.acked();
+  out.commits = after.commits() - before.commits();
+  out.fired = after.fired() - before.fired();
+  for (auto& c : consumers)
+    self->send_exit(c, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+throughput_result run_embedded(const settings& s, storage::durability level,
+                               const std::filesystem::path& root) {
+  bench::scratch_dir dir(root / "embedded");
+  caf_config cfg{s, false};
+  caf::actor_system sys{cfg};
+  bench_engine engine(sys, engine_cfg(s, dir.str(), level));
+  auto res = drive_throughput(sys, engine.handle(), s);
+  engine.stop();
+  return res;
+}
+
+void print_child_result(const throughput_result& r) {
+  std::cout << "deliver_s=" << r.deliver_s << " ack_s=" << r.ack_s
+            << " delivered=" << r.delivered << " redelivered=" << r.redelivered
+            << " acked=" << r.acked << " commits=" << r.commits
+            << " fired=" << r.fired << " cpu_s=" << r.cpu_s << std::endl;
+}
+
+/// The child side of a remote run: connects, drives, prints.
+int run_remote_child(const settings& s) {
+  caf_config cfg{s, true};
+  caf::actor_system sys{cfg};
+  auto engine = actors::connect_engine(sys, "127.0.0.1", s.port);
+  if (!engine)
+    die("cannot connect: " + actors::describe(engine.error()));
+  auto res = drive_throughput(sys, *engine, s);
+  print_child_result(res);
+  return 0;
+}
+
+throughput_result run_remote(const settings& s, storage::durability level,
+                             const std::filesystem::path& root) {
+  bench::scratch_dir dir(root / "remote");
+  caf_config cfg{s, true};
+  caf::actor_system sys{cfg};
+  bench_engine engine(sys, engine_cfg(s, dir.str(), level));
+  auto port = actors::publish_engine(sys, engine.handle(), "127.0.0.1", 0);
+  if (!port)
+    die("publish failed: " + actors::describe(port.error()));
+  auto cpu_start = cpu_s();
+  auto fields = run_child("'" + self_exe() + "' --child remote --port " +
+                          std::to_string(*port) + child_args(s));
+  auto engine_cpu_s = cpu_s() - cpu_start;
+  throughput_result r;
+  r.tasks = s.tasks;
+  r.deliver_s = std::stod(field(fields, "deliver_s"));
+  r.ack_s = std::stod(field(fields, "ack_s"));
+  r.delivered = std::stoull(field(fields, "delivered"));
+  r.redelivered = std::stoull(field(fields, "redelivered"));
+  r.acked = std::stoull(field(fields, "acked"));
+  r.commits = std::stoull(field(fields, "commits"));
+  r.fired = std::stoull(field(fields, "fired"));
+  r.cpu_s = engine_cpu_s;
+  r.client_cpu_s = std::stod(field(fields, "cpu_s"));
+  static_cast<void>(sys.middleman().unpublish(engine.handle(), *port));
+  engine.stop();
+  return r;
+}
+
+/// The same durable work per task as the engine, in plain RocksDB, one
+/// thread: records in a `tasks` column family, due keys in a `due` one (as
+/// the store keeps them), `batch` tasks per WriteBatch and three
+/// WriteBatches per batch: schedule (put record, put due key), fire (put
+/// record, delete due key, put lease key), ack (delete record, delete lease
+/// key); WriteOptions.sync as the engine's durability.
+double plain_lifecycle_rate(const std::string& path, bool sync, uint64_t tasks,
+                            uint32_t batch, size_t value_bytes) {
+  actors::engine_config defaults;
+  rocksdb::DBOptions db_opts;
+  db_opts.create_if_missing = true;
+  db_opts.create_missing_column_families = true;
+  rocksdb::ColumnFamilyOptions cf_opts;
+  cf_opts.write_buffer_size = defaults.write_buffer_bytes;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = rocksdb::NewLRUCache(defaults.block_cache_bytes);
+  cf_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs{
+    {rocksdb::kDefaultColumnFamilyName, cf_opts},
+    {"tasks", cf_opts},
+    {"due", cf_opts}};
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  if (auto st = rocksdb::DB::Open(db_opts, path, cfs, &handles, &raw); !st.ok())
+    die("plain open: " + st.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  auto* tasks_cf = handles[1];
+  auto* due_cf = handles[2];
+  rocksdb::WriteOptions wo;
+  wo.sync = sync;
+  std::string value(value_bytes, 'v');
+  auto record_key = [](uint64_t id) {
+    std::string k(8, '\0');
+    for (int b = 0; b < 8; ++b)
+      k[b] = static_cast<char>(id >> (56 - 8 * b));
+    return k;
+  };
+  auto index_key = [](int64_t due, uint64_t id) {
+    std::string k(16, '\0');
+    for (int b = 0; b < 8; ++b) {
+      k[b] = static_cast<char>(static_cast<uint64_t>(due) >> (56 - 8 * b));
+      k[8 + b] = static_cast<char>(id >> (56 - 8 * b));
+    }
+    return k;
+  };
+  rocksdb::WriteBatch wb;
+  auto write = [&] {
+    if (auto st = db->Write(wo, &wb); !st.ok())
+      die("plain write: " + st.ToString());
+    wb.Clear();
+  };
+  auto start = clock_type::now();
+  for (uint64_t first = 0; first < tasks; first += batch) {
+    auto last = std::min<uint64_t>(tasks, first + batch);
+    auto now = bench::wall_ms();
+    for (auto id = first; id < last; ++id) {
+      wb.Put(tasks_cf, record_key(id), value);
+      wb.Put(due_cf, index_key(now, id), rocksdb::Slice{});
+    }
+    write();
+    for (auto id = first; id < last; ++id) {
+      wb.Put(tasks_cf, record_key(id), value);
+      wb.Delete(due_cf, index_key(now, id));
+      wb.Put(due_cf, index_key(now + 30'000, id), rocksdb::Slice{});
+    }
+    write();
+    for (auto id = first; id < last; ++id) {
+      wb.Delete(tasks_cf, record_key(id));
+      wb.Delete(due_cf, index_key(now + 30'000, id));
+    }
+    write();
+  }
+  auto rate = static_cast<double>(tasks) /
+              bench::seconds_between(start, clock_type::now());
+  for (auto* handle : handles)
+    db->DestroyColumnFamilyHandle(handle);
+  if (auto st = db->Close(); !st.ok())
+    die("plain close: " + st.ToString());
+  return rate;
+}
+
+struct throughput_cell {
+  std::vector<double> embedded;
+  std::vector<double> remote;
+  std::vector<double> plain;
+  std::vector<double> tasks_per_commit;
+  /// CPU µs per task: embedded process, remote engine and client
+  /// processes, plain loop.
+  std::vector<double> embedded_cpu;
+  std::vector<double> remote_engine_cpu;
+  std::vector<double> remote_client_cpu;
+  std::vector<double> plain_cpu;
+  uint64_t redelivered = 0;
+};
+
+struct throughput_summary {
+  std::string md;
+  /// Median embedded sync tasks/s (the stream rate of section 2 derives
+  /// from it).
+  double embedded_sync = 0;
+  double embedded_none = 0;
+  double remote_sync = 0;
+};
+
+/// "median (min – max)", or a dash without runs.
+std::string spread(const std::vector<double>& xs) {
+  if (xs.empty())
+    return "–";
+  auto [lo, hi] = std::minmax_element(xs.begin(), xs.end());
+  return rate_str(median(xs)) + " (" + rate_str(*lo) + " – " + rate_str(*hi) +
+         ")";
+}
+
+throughput_summary throughput_section(const settings& s,
+                                      const std::filesystem::path& root) {
+  auto sample = bench::bench_record(123'456'789, 1'700'000'000'000);
+  sample.stamp = storage::stamp{1, 123'456'789};
+  auto value = storage::encode(sample);
+  if (!value)
+    die("encode failed");
+  std::map<storage::durability, throughput_cell> cells;
+  auto load_start = loadavg();
+  auto t0 = clock_type::now();
+  for (auto level : s.levels) {
+    auto& cell = cells[level];
+    for (int run = 0; run < s.runs; ++run) {
+      // Rotate the order so that slow phases of the shared machine and disk
+      // spread over all three.
+      for (int k = 0; k < 3; ++k) {
+        static const char* const mode_names[] = {"embedded", "remote", "plain"};
+        auto mode = (run + k) % 3;
+        if (!s.modes.count(mode_names[mode]))
+          continue;
+        switch (mode) {
+          case 0: {
+            auto r = run_embedded(s, level, root);
+            cell.embedded.push_back(r.rate());
+            cell.tasks_per_commit.push_back(
+              static_cast<double>(r.tasks) /
+              static_cast<double>(std::max<uint64_t>(1, r.commits)));
+            cell.embedded_cpu.push_back(1e6 * r.cpu_s /
+                                        static_cast<double>(r.tasks));
+            cell.redelivered += r.redelivered;
+            std::cout << "  " << name_of(level) << " embedded run " << run + 1
+                      << ": " << rate_str(r.rate()) << " tasks/s (last "
+                      << "delivery after " << fixed(r.deliver_s, 2)
+                      << " s, all acks committed after " << fixed(r.ack_s, 2)
+                      << " s, " << r.commits << " commits, " << r.fired
+                      << " fires, "
+                      << fixed(1e6 * r.cpu_s / static_cast<double>(r.tasks), 1)
+                      << " CPU µs per task)" << std::endl;
+            break;
+          }
+          case 1: {
+            auto r = run_remote(s, level, root);
+            cell.remote.push_back(r.rate());
+            cell.remote_engine_cpu.push_back(1e6 * r.cpu_s /
+                                             static_cast<double>(r.tasks));
+            cell.remote_client_cpu.push_back(1e6 * r.client_cpu_s /
+                                             static_cast<double>(r.tasks));
+            cell.redelivered += r.redelivered;
+            std::cout << "  " << name_of(level) << " remote run " << run + 1
+                      << ": " << rate_str(r.rate()) << " tasks/s (last "
+                      << "delivery after " << fixed(r.deliver_s, 2)
+                      << " s, all acks committed after " << fixed(r.ack_s, 2)
+                      << " s, CPU µs per task: engine "
+                      << fixed(1e6 * r.cpu_s / static_cast<double>(r.tasks), 1)
+                      << ", client "
+                      << fixed(1e6 * r.client_cpu_s /
+                                 static_cast<double>(r.tasks),
+                               1)
+                      << ")" << std::endl;
+            break;
+          }
+          default: {
+            bench::scratch_dir dir(root / "plain");
+            auto cpu_start = cpu_s();
+            auto rate = plain_lifecycle_rate(dir.str(),
+                                             level == storage::durability::sync,
+                                             s.tasks, s.batch, value->size());
+            cell.plain.push_back(rate);
+            cell.plain_cpu.push_back(1e6 * (cpu_s() - cpu_start) /
+                                     static_cast<double>(s.tasks));
+            std::cout << "  " << name_of(level) << " plain RocksDB run "
+                      << run + 1 << ": " << rate_str(rate) << " tasks/s"
+                      << std::endl;
+            break;
+          }
+        }
+      }
+    }
+  }
+  auto elapsed = bench::seconds_between(t0, clock_type::now());
+  throughput_summary out;
+  auto& sync = cells[storage::durability::sync];
+  auto& none = cells[storage::durability::none];
+  out.embedded_sync = median(sync.embedded);
+  out.embedded_none = median(none.embedded);
+  out.remote_sync = median(sync.remote);
+  std::ostringstream md;
+  md << "### End-to-end throughput\n\n"
+     << s.tasks << " tasks per run, due at once (at_ms = now), " << s.producers
+     << " producers x " << s.outstanding
+     << " outstanding schedule_batch requests of " << s.batch << ", "
+     << s.consumers << " consumers acking at once (max_in_flight "
+     << (s.max_in_flight > 0
+           ? std::to_string(s.max_in_flight)
+           : std::to_string(
+               actors::engine_config{}.max_in_flight_per_consumer) +
+               ", the default")
+     << "), " << s.shards << " shards, " << s.notifiers
+     << " notifiers. A run ends when the engine's stats count all acks "
+     << "committed. Median of " << s.runs << " runs (min – max). Plain: "
+     << "one thread, same writes per task in plain RocksDB (3 WriteBatches "
+     << "per " << s.batch << " tasks), same sync flag. Load average "
+     << load_start << " before, " << loadavg() << " after ("
+     << fixed(elapsed, 0) << " s).\n\n"
+     << "| durability | embedded tasks/s | remote tasks/s | plain RocksDB "
+        "tasks/s | embedded/plain | remote/embedded | tasks per commit |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|\n";
+  for (auto level : s.levels) {
+    auto& c = cells[level];
+    auto e = median(c.embedded);
+    auto r = median(c.remote);
+    auto p = median(c.plain);
+    md << "| " << name_of(level) << " | " << spread(c.embedded) << " | "
+       << spread(c.remote) << " | " << spread(c.plain) << " | "
+       << ratio_str(e, p) << " | " << ratio_str(r, e) << " | "
+       << (c.tasks_per_commit.empty() ? "–"
+                                      : fixed(median(c.tasks_per_commit), 0))
+       << " |\n";
+  }
+  auto cpu = [](const std::vector<double>& xs) {
+    return xs.empty() ? std::string{"–"} : fixed(median(xs), 1);
+  };
+  md << "\nCPU time (user + system, all threads) per task, µs, medians; "
+        "what the machine's cores spent, independent of how busy it was "
+        "otherwise:\n\n"
+     << "| durability | embedded (engine + producers + consumers) | remote: "
+        "engine process | remote: client process | plain RocksDB |\n"
+     << "|---|---:|---:|---:|---:|\n";
+  for (auto level : s.levels) {
+    auto& c = cells[level];
+    md << "| " << name_of(level) << " | " << cpu(c.embedded_cpu) << " | "
+       << cpu(c.remote_engine_cpu) << " | " << cpu(c.remote_client_cpu) << " | "
+       << cpu(c.plain_cpu) << " |\n";
+  }
+  md << "\nsync/none: embedded "
+     << ratio_str(out.embedded_sync, out.embedded_none) << ", remote "
+     << ratio_str(median(sync.remote), median(none.remote))
+     << ". Redeliveries seen by consumers: "
+     << sync.redelivered + none.redelivered << ".\n\n"
+     << "**Goal >= 100k tasks/s end to end with sync (embedded): "
+     << (out.embedded_sync >= 100'000 ? "met" : "missed") << "** ("
+     << rate_str(out.embedded_sync) << " tasks/s; remote "
+     << rate_str(out.remote_sync) << ").\n";
+  out.md = md.str();
+  return out;
+}
+
+// -- 2. lateness --------------------------------------------------------------
+
+struct lateness_result {
+  uint64_t pending = 0;
+  uint64_t in_window = 0;
+  uint64_t far = 0;
+  double far_load_s = 0;
+  /// Seconds until the engine went idle after opening the backlog.
+  double settle_s = 0;
+  double rate = 0;
+  int64_t window_ms = 0;
+  std::vector<std::array<int64_t, 4>> periods;
+  uint64_t expected = 0;
+  uint64_t delivered = 0;
+  uint64_t acked_after_due = 0;
+  uint64_t stalled_ticks = 0;
+  uint64_t redelivered = 0;
+  uint64_t engine_in_window = 0;
+  std::string load;
+  storage::durability level = storage::durability::sync;
+};
+
+/// Writes `n` pending tasks of topic "far", due at `base_ms` plus up to 10
+/// days, straight into the shard stores of an engine with data directory
+/// `data_dir` (the directories and options the engine gives its shards),
+/// with durability none, 1000 per commit, two threads. Much faster than
+/// scheduling them through the engine, and the stores end up as the
+/// engine would have written them. Returns the seconds it took and, per
+/// shard, one id that was written (to check that the engine sees them).
+std::pair<double, std::vector<core::task_id>>
+fill_far_direct(const settings& s, const std::string& data_dir, uint64_t n,
+                int64_t base_ms) {
+  auto start = clock_type::now();
+  std::vector<core::task_id> probe(s.shards, 0);
+  std::atomic<bool> failed{false};
+  auto fill_shard = [&](uint32_t shard) {
+    actors::engine_config defaults;
+    storage::store_options opts;
+    opts.path =
+      (std::filesystem::path{data_dir} / ("shard-" + std::to_string(shard)))
+        .string();
+    opts.shard = shard;
+    opts.shard_count = s.shards;
+    opts.durability = storage::durability::none;
+    opts.write_buffer_bytes = defaults.write_buffer_bytes;
+    opts.block_cache_bytes = defaults.block_cache_bytes;
+    auto store = storage::rocks_task_store::open(opts);
+    if (!store) {
+      failed = true;
+      return;
+    }
+    auto count = n / s.shards + (shard < n % s.shards ? 1 : 0);
+    storage::write_batch wb;
+    for (uint64_t done = 0; done < count;) {
+      wb.clear();
+      for (size_t i = 0; i < 1000 && done < count; ++i, ++done) {
+        auto id = (*store)->allocate_id();
+        auto rec = bench::bench_record(
+          id, base_ms + static_cast<int64_t>(splitmix(id) % (10 * day_ms)));
+        rec.task.topic = "far";
+        probe[shard] = id;
+        wb.put(std::move(rec));
+      }
+      if (auto err = (*store)->commit(wb)) {
+        failed = true;
+        return;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (uint32_t t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (uint32_t shard = t; shard < s.shards; shard += 2)
+        fill_shard(shard);
+    });
+  for (auto& th : threads)
+    th.join();
+  if (failed)
+    die("filling the shard stores failed");
+  return {bench::seconds_between(start, clock_type::now()), probe};
+}
+
+/// Waits until this process used less than 5% of one core over half a
+/// second (background compactions done), at most `timeout`; returns the
+/// seconds waited.
+double wait_idle(milliseconds timeout) {
+  auto start = clock_type::now();
+  for (;;) {
+    auto cpu0 = cpu_s();
+    auto t0 = clock_type::now();
+    std::this_thread::sleep_for(milliseconds{500});
+    auto busy =
+      (cpu_s() - cpu0) / bench::seconds_between(t0, clock_type::now());
+    if (busy < 0.05 || clock_type::now() - start > timeout)
+      return bench::seconds_between(start, clock_type::now());
+  }
+}
+
+/// The stream producer's tasks keep at most this many requests open.
+constexpr uint32_t stream_outstanding = 64;
+
+lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
+                              storage::durability level,
+                              const std::filesystem::path& root) {
+  bench::scratch_dir dir(root / "lateness");
+  lateness_result out;
+  out.level = level;
+  out.pending = pending;
+  out.rate = rate;
+  out.in_window = std::min(pending, s.in_window_pending);
+  out.far = pending - out.in_window;
+  auto measured_ms =
+    static_cast<int64_t>(1000 * (s.warmup_s + s.measure_s * s.runs));
+  // The in-window pending tasks are due after the measurement and before
+  // the window's end.
+  out.window_ms = std::max<int64_t>(minute_ms, measured_ms + 30'000);
+  auto window_cfg = [&](storage::durability level) {
+    auto cfg = engine_cfg(s, dir.str(), level);
+    cfg.shard.window.window_ms = out.window_ms;
+    cfg.shard.window.max_in_memory = 1'000'000;
+    return cfg;
+  };
+  std::vector<core::task_id> probes;
+  if (out.far > 0) {
+    // The backlog beyond the window goes straight into the shard stores;
+    // the measuring engine then opens them.
+    std::filesystem::create_directories(dir.path());
+    auto [secs, ids] =
+      fill_far_direct(s, dir.str(), out.far, bench::wall_ms() + hour_ms);
+    out.far_load_s = secs;
+    probes = ids;
+    std::cout << "  wrote " << out.far << " tasks beyond the window into the "
+              << "shard stores in " << fixed(secs, 1) << " s ("
+              << rate_str(static_cast<double>(out.far) / secs)
+              << " tasks/s, durability none, 2 threads)" << std::endl;
+  }
+  caf_config cfg{s, false};
+  caf::actor_system sys{cfg};
+  bench_engine engine(sys, window_cfg(level));
+  caf::scoped_actor self{sys};
+  for (auto id : probes) {
+    if (id == 0)
+      continue;
+    v1::GetRequest get;
+    get.set_id(id);
+    bool found = false;
+    self
+      ->request(engine.handle(), std::chrono::seconds{30},
+                actors::get_request{std::move(get)})
+      .receive([&](actors::get_reply& r) { found = r.pb.task().id() == id; },
+               [](caf::error&) {});
+    if (!found)
+      die("the engine does not see task " + std::to_string(id) +
+          " written into its store");
+  }
+  auto tally = std::make_shared<bench::consumer_tally>();
+  tally->record_topic = "stream";
+  auto consumers = spawn_consumers(sys, self, engine.handle(), "stream",
+                                   s.consumers, s.max_in_flight, tally);
+  if (out.far > 0) {
+    // RocksDB compacts the freshly written backlog in the background; the
+    // stream should meet an engine in its steady state, not one sharing
+    // the cores with that, so wait until the process is idle.
+    out.settle_s = wait_idle(milliseconds{120'000});
+    std::cout << "  waited " << fixed(out.settle_s, 1)
+              << " s for background work (compactions) to finish" << std::endl;
+  }
+  if (out.in_window > 0) {
+    // Topic "held" has no consumer: should one come due, it is parked, not
+    // delivered.
+    auto lo = bench::wall_ms() + measured_ms + s.lead_ms + 10'000;
+    auto span =
+      std::max<int64_t>(1, bench::wall_ms() + out.window_ms - 2'000 - lo);
+    auto secs =
+      load_tasks(sys, engine.handle(), "held", out.in_window, s.producers, 1000,
+                 8, [lo, span](uint64_t i, int64_t) {
+                   return lo + static_cast<int64_t>(splitmix(i) % span);
+                 });
+    std::cout << "  loaded " << out.in_window << " tasks inside the window in "
+              << fixed(secs, 1) << " s (durability " << name_of(level) << ")"
+              << std::endl;
+  }
+  out.load = loadavg();
+  auto plan = std::make_shared<bench::stream_plan>();
+  plan->rate_per_s = rate;
+  plan->lead_ms = s.lead_ms;
+  plan->first_due_ms = bench::wall_ms() + s.lead_ms + 100;
+  plan->end_due_ms = plan->first_due_ms + measured_ms;
+  plan->outstanding = stream_outstanding;
+  auto progress = std::make_shared<bench::stream_progress>();
+  sys.spawn(bench::stream_producer, engine.handle(),
+            std::shared_ptr<const bench::stream_plan>(plan), progress);
+  if (!bench::wait_until([&] { return progress->done.load(); },
+                         milliseconds{measured_ms + 120'000}, milliseconds{5}))
+    die("the stream producer did not finish");
+  if (!bench::wait_until(
+        [&] { return tally->delivered >= progress->scheduled; },
+        milliseconds{30'000}, milliseconds{1}))
+    std::cout << "  warning: " << progress->scheduled - tally->delivered
+              << " stream tasks not delivered 30 s after the end" << std::endl;
+  auto st = stats_or_die(self, engine.handle());
+  out.engine_in_window = st.in_window();
+  for (auto& c : consumers)
+    self->send_exit(c, caf::exit_reason::user_shutdown);
+  engine.stop();
+  if (progress->failed > 0)
+    die("stream schedules failed: " + std::to_string(progress->failed));
+  out.acked_after_due = progress->acked_after_due;
+  out.stalled_ticks = progress->stalled_ticks;
+  out.redelivered = tally->redelivered;
+  out.delivered = tally->delivered;
+  out.expected = progress->scheduled;
+  std::lock_guard<std::mutex> guard{tally->mtx};
+  if (!s.dump_path.empty()) {
+    std::ofstream dump(s.dump_path + "." + std::string{name_of(level)} + "." +
+                       std::to_string(pending));
+    for (auto& [due, late] : tally->samples)
+      dump << due << ' ' << late << '\n';
+  }
+  auto measure_from =
+    plan->first_due_ms + static_cast<int64_t>(1000 * s.warmup_s);
+  auto period_ms = static_cast<int64_t>(1000 * s.measure_s);
+  std::vector<std::vector<int64_t>> per(s.runs);
+  for (auto& [due, late] : tally->samples) {
+    if (due < measure_from)
+      continue;
+    auto k = (due - measure_from) / period_ms;
+    if (k < s.runs)
+      per[k].push_back(late);
+  }
+  for (auto& xs : per) {
+    std::sort(xs.begin(), xs.end());
+    out.periods.push_back({percentile(xs, 0.5), percentile(xs, 0.99),
+                           percentile(xs, 0.999), xs.empty() ? 0 : xs.back()});
+    std::cout << "  period: " << xs.size() << " deliveries, p50 "
+              << ms_str(out.periods.back()[0]) << " ms, p99 "
+              << ms_str(out.periods.back()[1]) << " ms, p99.9 "
+              << ms_str(out.periods.back()[2]) << " ms, max "
+              << ms_str(out.periods.back()[3]) << " ms" << std::endl;
+  }
+  return out;
+}
+
+/// p50, p99 and max in µs of appending 4 KiB to a file under `root` and
+/// fdatasync'ing it, 200 times.
+std::array<int64_t, 3> fsync_latency(const std::filesystem::path& root) {
+  auto path = (root / "fsync-probe").string();
+  auto fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  if (fd < 0)
+    die("cannot create " + path);
+  std::string block(4096, 'x');
+  std::vector<int64_t> us;
+  for (int i = 0; i < 200; ++i) {
+    auto start = clock_type::now();
+    if (::write(fd, block.data(), block.size()) !=
+          static_cast<ssize_t>(block.size()) ||
+        ::fdatasync(fd) != 0)
+      die("fsync probe failed");
+    us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(
+                   clock_type::now() - start)
+                   .count());
+  }
+  ::close(fd);
+  std::filesystem::remove(path);
+  std::sort(us.begin(), us.end());
+  return {percentile(us, 0.5), percentile(us, 0.99), us.back()};
+}
+
+std::string lateness_section(const settings& s, double max_rate,
+                             const std::filesystem::path& root) {
+  double rate = s.stream_rate > 0 ? s.stream_rate : s.load_factor * max_rate;
+  if (rate <= 0)
+    die("lateness needs --stream-rate when the throughput section is skipped");
+  std::vector<lateness_result> rows;
+  auto fsync = fsync_latency(root);
+  std::cout << "fsync latency of the scratch disk: p50 " << ms_str(fsync[0])
+            << " ms, p99 " << ms_str(fsync[1]) << " ms, max "
+            << ms_str(fsync[2]) << " ms" << std::endl;
+  for (auto pending : {s.small_pending, s.large_pending}) {
+    std::cout << "lateness with " << pending << " pending tasks, stream "
+              << rate_str(rate) << " tasks/s, durability sync" << std::endl;
+    rows.push_back(
+      lateness_case(s, pending, rate, storage::durability::sync, root));
+  }
+  // The same small case without fsync: what the engine adds on its own.
+  std::cout << "lateness with " << s.small_pending << " pending tasks, stream "
+            << rate_str(rate) << " tasks/s, durability none" << std::endl;
+  rows.push_back(
+    lateness_case(s, s.small_pending, rate, storage::durability::none, root));
+  std::ostringstream md;
+  md << "### Firing lateness under load\n\n"
+     << "A stream of tasks due at a steady " << rate_str(rate) << " tasks/s ("
+     << (s.stream_rate > 0
+           ? "set by --stream-rate"
+           : fixed(s.load_factor, 2) + " of the embedded sync throughput above")
+     << "), each scheduled " << s.lead_ms << " ms before its due time, "
+     << "embedded, durability as in the row; lateness = wall clock at the "
+     << "consumer's handler minus due_ms. Pending tasks: up to "
+     << s.in_window_pending
+     << " inside the window (due after the measurement, scheduled through "
+     << "the engine), the rest beyond it (due 1 h to 10 days out, written "
+     << "straight into the shard stores before the engine starts, then "
+     << "waiting for compactions: "
+     << fixed(rows.size() > 1 ? rows[1].settle_s : 0.0, 1) << " s). "
+     << "Window " << rows.front().window_ms / 1000 << " s, max_in_memory 1M. "
+     << s.warmup_s << " s warm-up, then " << s.runs << " periods of "
+     << s.measure_s << " s; percentiles are medians over the periods, max "
+     << "is over all.\n\n"
+     << "| durability | pending | beyond window | stream tasks/s | p50 ms | "
+        "p99 ms | p99.9 ms | max ms | delivered/sent | schedule acked after "
+        "due | load avg |\n"
+     << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  bool met = true;
+  for (auto& r : rows) {
+    std::array<std::vector<double>, 4> cols;
+    int64_t worst = 0;
+    for (auto& p : r.periods) {
+      for (int i = 0; i < 3; ++i)
+        cols[i].push_back(static_cast<double>(p[i]));
+      worst = std::max(worst, p[3]);
+    }
+    auto p99 = static_cast<int64_t>(median(cols[1]));
+    if (r.level == storage::durability::sync)
+      met = met && p99 <= 2'000 && r.delivered >= r.expected;
+    md << "| " << name_of(r.level) << " | " << r.pending << " | " << r.far
+       << " | " << rate_str(r.rate) << " | "
+       << ms_str(static_cast<int64_t>(median(cols[0]))) << " | " << ms_str(p99)
+       << " | " << ms_str(static_cast<int64_t>(median(cols[2]))) << " | "
+       << ms_str(worst) << " | " << r.delivered << "/" << r.expected << " | "
+       << r.acked_after_due << " | " << r.load << " |\n";
+  }
+  md << "\nThe scratch disk's fsync (4 KiB append + fdatasync, 200 times): "
+     << "p50 " << ms_str(fsync[0]) << " ms, p99 " << ms_str(fsync[1])
+     << " ms, max " << ms_str(fsync[2]) << " ms. With sync durability a "
+     << "fired task is delivered only after the commit that marks it in "
+     << "flight is fsync'd, so this is a floor under the sync rows.\n\n"
+     << "**Goal p99 lateness <= 2 ms at "
+     << (s.stream_rate > 0 ? "the set rate"
+                           : fixed(s.load_factor, 2) + " of max load")
+     << " (sync rows): " << (met ? "met" : "missed") << "**.\n";
+  return md.str();
+}
+
+// -- 3. RSS per pending task --------------------------------------------------
+
+/// The child side: a fresh process with an engine, RSS before and after
+/// scheduling rss_tasks tasks inside (`window`) or beyond (`beyond`) the
+/// window.
+int run_rss_child(const settings& s) {
+  bool inside = s.rss_where == "window";
+  if (!inside && s.rss_where != "beyond")
+    die("--rss-where must be window or beyond");
+  auto dir_tmpl = std::string{"/tmp/dally-engine-rss-XXXXXX"};
+  if (!s.dir.empty())
+    dir_tmpl = s.dir + "/rss-XXXXXX";
+  std::filesystem::create_directories(
+    std::filesystem::path(dir_tmpl).parent_path());
+  if (mkdtemp(dir_tmpl.data()) == nullptr)
+    die("mkdtemp failed");
+  bench::scratch_dir dir(dir_tmpl);
+  uint64_t rss_start = bench::rss_kib();
+  uint64_t rss_before = 0;
+  uint64_t rss_after = 0;
+  uint64_t rss_trimmed = 0;
+  uint64_t in_window = 0;
+  double load_s = 0;
+  {
+    caf_config cfg{s, false};
+    caf::actor_system sys{cfg};
+    auto ecfg = engine_cfg(s, dir.str(), storage::durability::none);
+    ecfg.write_buffer_bytes = s.rss_write_buffer_bytes;
+    if (inside) {
+      ecfg.shard.window.window_ms = 3 * hour_ms;
+      ecfg.shard.window.max_in_memory =
+        std::max<size_t>(1'000'000, 2 * s.rss_tasks);
+    } else {
+      ecfg.shard.window.window_ms = minute_ms;
+      ecfg.shard.window.max_in_memory = 1'000'000;
+    }
+    bench_engine engine(sys, ecfg);
+    caf::scoped_actor self{sys};
+    auto base = bench::wall_ms();
+    int64_t lo = inside ? base + 10 * minute_ms : base + 2 * hour_ms;
+    int64_t span = inside ? hour_ms : 10 * day_ms;
+    auto due = [lo, span](uint64_t i, int64_t) {
+      return lo + static_cast<int64_t>(splitmix(i) % span);
+    };
+    // Warm-up of the same kind, so that lazily allocated structures
+    // (threads, arenas, caches) count in the baseline.
+    uint64_t warm = 10'000;
+    load_tasks(
+      sys, engine.handle(), "rss", warm, s.producers, 1000, 8,
+      [due](uint64_t i, int64_t now) { return due(i + (1ULL << 40), now); });
+    std::this_thread::sleep_for(milliseconds{500});
+    rss_before = bench::rss_kib();
+    load_s = load_tasks(sys, engine.handle(), "rss", s.rss_tasks, s.producers,
+                        1000, 8, due);
+    std::this_thread::sleep_for(milliseconds{1000});
+    in_window = stats_or_die(self, engine.handle()).in_window();
+    rss_after = bench::rss_kib();
+    malloc_trim(0);
+    rss_trimmed = bench::rss_kib();
+    engine.stop();
+  }
+  std::cout << "rss_start_kib=" << rss_start << " rss_before_kib=" << rss_before
+            << " rss_after_kib=" << rss_after
+            << " rss_trimmed_kib=" << rss_trimmed << " in_window=" << in_window
+            << " load_s=" << load_s << std::endl;
+  return 0;
+}
+
+std::string rss_section(const settings& s, const std::filesystem::path& root) {
+  std::ostringstream md;
+  md << "### RSS per pending task\n\n"
+     << "A fresh process per row: engine (" << s.shards << " shards, "
+     << "durability none, write_buffer_bytes "
+     << s.rss_write_buffer_bytes / (1 << 20) << " MiB so that memtables "
+     << "stay small), 10k warm-up tasks, RSS (VmRSS) before; then "
+     << s.rss_tasks << " tasks scheduled, 1 s idle, RSS after; "
+     << "per task = (after - before) / tasks. Trimmed: after malloc_trim(0), "
+     << "which returns freed allocator memory to the OS.\n\n"
+     << "| where | window | in memory (stats in_window) | RSS before MiB | "
+        "RSS after MiB | bytes/task | bytes/task trimmed | load tasks/s |\n"
+     << "|---|---|---:|---:|---:|---:|---:|---:|\n";
+  double inside_per_task = 0;
+  std::map<std::string, std::pair<double, double>> per_where;
+  // The third row repeats the first with glibc's trim threshold fixed at
+  // 1 MiB (by default glibc raises it with the largest block freed, up to
+  // 64 MiB, and free memory below it stays in the process).
+  struct row_spec {
+    std::string where;
+    std::string env;
+    std::string label;
+  };
+  std::vector<row_spec> specs{
+    {"window", "", "inside the window"},
+    {"beyond", "", "beyond it"},
+    {"window", "MALLOC_TRIM_THRESHOLD_=1048576 ",
+     "inside the window, MALLOC_TRIM_THRESHOLD_=1 MiB"}};
+  for (auto& spec : specs) {
+    auto& where = spec.where;
+    auto fields =
+      run_child(spec.env + "'" + self_exe() + "' --child rss --rss-where " +
+                where + child_args(s) + " --dir '" + root.string() + "'");
+    auto before = std::stod(field(fields, "rss_before_kib"));
+    auto after = std::stod(field(fields, "rss_after_kib"));
+    auto trimmed = std::stod(field(fields, "rss_trimmed_kib"));
+    auto n = static_cast<double>(s.rss_tasks);
+    auto per = (after - before) * 1024 / n;
+    auto per_trimmed = (trimmed - before) * 1024 / n;
+    if (where == "window" && spec.env.empty())
+      inside_per_task = per;
+    if (spec.env.empty())
+      per_where[where] = {per, per_trimmed};
+    std::ostringstream row;
+    row << "| " << spec.label << " | "
+        << (where == "window" ? "3 h (due 10-70 min out)"
+                              : "60 s (due 2 h - 10 days out)")
+        << " | " << field(fields, "in_window") << " | "
+        << fixed(before / 1024, 1) << " | " << fixed(after / 1024, 1) << " | "
+        << fixed(per, 1) << " | " << fixed(per_trimmed, 1) << " | "
+        << rate_str(n / std::stod(field(fields, "load_s"))) << " |\n";
+    std::cout << row.str() << std::flush;
+    md << row.str();
+  }
+  auto& in = per_where["window"];
+  auto& out = per_where["beyond"];
+  md << "\nInside minus beyond the window, what holding a task in memory "
+        "costs on top of storing it: "
+     << fixed(in.first - out.first, 1) << " bytes per task ("
+     << fixed(in.second - out.second, 1) << " trimmed).\n"
+     << "\n**Goal <= 64 bytes RSS per pending task in the window: "
+     << (inside_per_task <= 64 ? "met" : "missed") << "** ("
+     << fixed(inside_per_task, 1) << " bytes).\n";
+  return md.str();
+}
+
+// -- main ---------------------------------------------------------------------
+
+std::string machine() {
+  std::ostringstream out;
+  std::ifstream cpu("/proc/cpuinfo");
+  std::string line, model;
+  while (std::getline(cpu, line))
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  std::ifstream mem("/proc/meminfo");
+  std::string mem_total;
+  while (std::getline(mem, line))
+    if (line.rfind("MemTotal:", 0) == 0) {
+      std::istringstream in(line.substr(9));
+      uint64_t kib = 0;
+      in >> kib;
+      mem_total = fixed(static_cast<double>(kib) / (1 << 20), 1) + " GiB";
+    }
+  out << std::thread::hardware_concurrency() << " CPUs (" << model << "), "
+      << mem_total << " RAM, load average " << loadavg();
+  return out.str();
+}
+
+/// The scratch root, removed at exit also when a failure ends the run
+/// through die() (std::exit skips the destructors of locals).
+std::string scratch_root;
+
+void remove_scratch_root() {
+  if (!scratch_root.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_root, ec);
+  }
+}
+
+settings parse(int argc, char** argv) {
+  settings s;
+  auto quick = [&s] {
+    s.quick = true;
+    s.runs = 2;
+    s.tasks = 20'000;
+    s.small_pending = 20'000;
+    s.large_pending = 200'000;
+    s.in_window_pending = 20'000;
+    s.warmup_s = 1;
+    s.measure_s = 1;
+    s.rss_tasks = 100'000;
+  };
+  if (const char* env = std::getenv("DALLY_BENCH_QUICK");
+      env != nullptr && std::strcmp(env, "0") != 0 && *env != '\0')
+    quick();
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        die("missing value after " + arg);
+      return argv[++i];
+    };
+    if (arg == "--quick")
+      quick();
+    else if (arg == "--dir")
+      s.dir = next();
+    else if (arg == "--md")
+      s.md_path = next();
+    else if (arg == "--dump-lateness")
+      s.dump_path = next();
+    else if (arg == "--only") {
+      s.sections.clear();
+      std::istringstream in(next());
+      std::string name;
+      while (std::getline(in, name, ','))
+        s.sections.insert(name);
+    } else if (arg == "--modes") {
+      s.modes.clear();
+      std::istringstream in(next());
+      std::string name;
+      while (std::getline(in, name, ','))
+        s.modes.insert(name);
+    } else if (arg == "--durability") {
+      s.levels.clear();
+      std::istringstream in(next());
+      std::string name;
+      while (std::getline(in, name, ',')) {
+        if (name == "sync")
+          s.levels.push_back(storage::durability::sync);
+        else if (name == "periodic")
+          s.levels.push_back(storage::durability::periodic);
+        else if (name == "none")
+          s.levels.push_back(storage::durability::none);
+        else
+          die("unknown durability " + name);
+      }
+    } else if (arg == "--caf-max-throughput")
+      s.caf_max_throughput = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--caf-threads")
+      s.caf_threads = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--runs")
+      s.runs = std::max(1, std::stoi(next()));
+    else if (arg == "--shards")
+      s.shards = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--notifiers")
+      s.notifiers = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--tasks")
+      s.tasks = std::stoull(next());
+    else if (arg == "--producers")
+      s.producers = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
+    else if (arg == "--batch")
+      s.batch = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
+    else if (arg == "--outstanding")
+      s.outstanding = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
+    else if (arg == "--consumers")
+      s.consumers = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
+    else if (arg == "--max-in-flight")
+      s.max_in_flight = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--small-pending")
+      s.small_pending = std::stoull(next());
+    else if (arg == "--large-pending")
+      s.large_pending = std::stoull(next());
+    else if (arg == "--in-window-pending")
+      s.in_window_pending = std::stoull(next());
+    else if (arg == "--warmup-s")
+      s.warmup_s = std::stod(next());
+    else if (arg == "--measure-s")
+      s.measure_s = std::stod(next());
+    else if (arg == "--load-factor")
+      s.load_factor = std::stod(next());
+    else if (arg == "--stream-rate")
+      s.stream_rate = std::stod(next());
+    else if (arg == "--lead-ms")
+      s.lead_ms = std::stoll(next());
+    else if (arg == "--rss-tasks")
+      s.rss_tasks = std::max<uint64_t>(1, std::stoull(next()));
+    else if (arg == "--rss-write-buffer")
+      s.rss_write_buffer_bytes = std::stoull(next());
+    else if (arg == "--child")
+      s.child = next();
+    else if (arg == "--port")
+      s.port = static_cast<uint16_t>(std::stoul(next()));
+    else if (arg == "--rss-where")
+      s.rss_where = next();
+    else
+      die("unknown argument " + arg +
+          " (see the comment atop engine_bench.cpp)");
+  }
+  return s;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  auto s = parse(argc, argv);
+  if (s.child == "remote")
+    return run_remote_child(s);
+  if (s.child == "rss")
+    return run_rss_child(s);
+  if (!s.child.empty())
+    die("unknown --child " + s.child);
+  std::string root_path = s.dir;
+  if (root_path.empty()) {
+    std::string tmpl = "/tmp/dally-engine-bench-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr)
+      die("mkdtemp failed");
+    root_path = tmpl;
+  }
+  bench::scratch_dir root(root_path);
+  scratch_root = root_path;
+  std::atexit(remove_scratch_root);
+  std::ostringstream md;
+  md << "Machine: " << machine() << ". " << (s.quick ? "Quick run. " : "")
+     << "Scratch data in " << root_path << ".\n\n";
+  std::cout << "dally-engine-bench: " << machine() << std::endl;
+  double max_rate = 0;
+  if (s.sections.count("throughput")) {
+    std::cout << "throughput (" << s.tasks << " tasks per run, " << s.runs
+              << " runs)" << std::endl;
+    auto t = throughput_section(s, root.path());
+    max_rate = t.embedded_sync;
+    md << t.md << '\n';
+  }
+  if (s.sections.count("lateness")) {
+    md << lateness_section(s, max_rate, root.path()) << '\n';
+  }
+  if (s.sections.count("rss")) {
+    std::cout << "RSS per pending task (" << s.rss_tasks << " tasks)"
+              << std::endl;
+    md << rss_section(s, root.path()) << '\n';
+  }
+  md << "Load average at the end: " << loadavg() << ".\n";
+  std::cout << "\n" << md.str() << std::flush;
+  if (!s.md_path.empty())
+    std::ofstream(s.md_path) << md.str();
+  return 0;
+}

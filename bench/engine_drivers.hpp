@@ -1,0 +1,345 @@
+#pragma once
+
+// Load drivers for dally-engine-bench: counting consumers, batch producers
+// with a bounded number of outstanding requests, a paced stream producer,
+// and synchronous helpers around an engine handle (embedded or remote: the
+// typed interface is the same).
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/engine_actor.hpp"
+#include "actors/error.hpp"
+#include "actors/type_ids.hpp"
+#include "actors/wire.hpp"
+
+namespace dally::bench {
+
+using tick_atom = caf::atom_constant<caf::atom("btick")>;
+
+/// UTC wall clock in µs (the engine's due times are UTC ms).
+inline int64_t wall_us() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch())
+    .count();
+}
+
+inline int64_t wall_ms() {
+  return wall_us() / 1000;
+}
+
+inline double seconds_between(std::chrono::steady_clock::time_point from,
+                              std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// -- consumers ----------------------------------------------------------------
+
+/// What the consumers of one run share with the driver.
+struct consumer_tally {
+  std::atomic<uint64_t> delivered{0};
+  /// Deliveries with attempt > 1 (a lease ran out or a consumer failed).
+  std::atomic<uint64_t> redelivered{0};
+  /// Lateness is recorded only for deliveries of this topic (empty: none).
+  std::string record_topic;
+  std::mutex mtx;
+  /// (due_ms, delivered wall µs - due_ms * 1000) per recorded delivery.
+  std::vector<std::pair<int64_t, int64_t>> samples;
+};
+
+/// Acks every delivery at once, counts it and, for the recorded topic,
+/// notes how late it arrived (wall clock at the start of the handler minus
+/// the due time).
+inline consumer_actor::behavior_type
+counting_consumer(consumer_actor::pointer,
+                  std::shared_ptr<consumer_tally> tally) {
+  return {
+    [tally](actors::delivery_msg& d) {
+      if (!tally->record_topic.empty() && d.pb.topic() == tally->record_topic) {
+        auto late_us = wall_us() - d.pb.due_ms() * 1000;
+        std::lock_guard<std::mutex> guard{tally->mtx};
+        tally->samples.emplace_back(d.pb.due_ms(), late_us);
+      }
+      if (d.pb.attempt() > 1)
+        tally->redelivered.fetch_add(1, std::memory_order_relaxed);
+      tally->delivered.fetch_add(1, std::memory_order_relaxed);
+      v1::DeliveryReply reply;
+      reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
+      return actors::delivery_reply{std::move(reply)};
+    },
+  };
+}
+
+// -- batch producer -----------------------------------------------------------
+
+/// A fixed number of tasks sent as schedule_batch requests.
+struct batch_plan {
+  std::string topic = "bench";
+  uint64_t tasks = 0;
+  uint32_t batch = 256;
+  /// Requests awaiting their reply at most.
+  uint32_t outstanding = 4;
+  /// Due time of task `i` (0-based within this producer) sent at `now_ms`.
+  std::function<int64_t(uint64_t i, int64_t now_ms)> due_ms;
+};
+
+struct batch_progress {
+  std::atomic<uint64_t> scheduled{0};
+  std::atomic<uint64_t> failed{0};
+  std::atomic<bool> done{false};
+  std::mutex mtx;
+  std::string first_error;
+
+  void fail(uint64_t n, const std::string& what) {
+    failed.fetch_add(n, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> guard{mtx};
+    if (first_error.empty())
+      first_error = what;
+  }
+};
+
+struct batch_producer_state {
+  uint64_t next = 0;
+  uint64_t answered = 0;
+  uint32_t in_flight = 0;
+};
+
+using batch_producer_actor = caf::stateful_actor<batch_producer_state>;
+
+inline void produce_more(batch_producer_actor* self, engine_actor engine,
+                         std::shared_ptr<const batch_plan> plan,
+                         std::shared_ptr<batch_progress> progress) {
+  auto& st = self->state;
+  while (st.in_flight < plan->outstanding && st.next < plan->tasks) {
+    v1::ScheduleBatchRequest req;
+    auto now = wall_ms();
+    auto n = std::min<uint64_t>(plan->batch, plan->tasks - st.next);
+    for (uint64_t k = 0; k < n; ++k, ++st.next) {
+      auto* t = req.add_tasks();
+      t->set_topic(plan->topic);
+      t->mutable_when()->set_at_ms(plan->due_ms(st.next, now));
+    }
+    ++st.in_flight;
+    self->request(engine, caf::infinite, actors::make_wire(std::move(req)))
+      .then(
+        [self, engine, plan, progress, n](actors::schedule_batch_reply& r) {
+          uint64_t ok = 0;
+          for (const auto& res : r.pb.results())
+            if (res.has_scheduled())
+              ++ok;
+          progress->scheduled.fetch_add(ok, std::memory_order_relaxed);
+          if (ok < n) {
+            std::string what = "schedule failed";
+            for (const auto& res : r.pb.results())
+              if (res.has_failure()) {
+                what = res.failure().message();
+                break;
+              }
+            progress->fail(n - ok, what);
+          }
+          auto& st = self->state;
+          --st.in_flight;
+          st.answered += n;
+          produce_more(self, engine, plan, progress);
+        },
+        [self, engine, plan, progress, n](caf::error& err) {
+          progress->fail(n, actors::describe(err));
+          auto& st = self->state;
+          --st.in_flight;
+          st.answered += n;
+          produce_more(self, engine, plan, progress);
+        });
+  }
+  if (st.answered == plan->tasks && st.in_flight == 0) {
+    progress->done = true;
+    self->quit();
+  }
+}
+
+/// Sends `plan->tasks` tasks, keeping at most `plan->outstanding` requests
+/// unanswered, and sets `progress->done` when every reply is in.
+inline caf::behavior batch_producer(batch_producer_actor* self,
+                                    engine_actor engine,
+                                    std::shared_ptr<const batch_plan> plan,
+                                    std::shared_ptr<batch_progress> progress) {
+  produce_more(self, engine, plan, progress);
+  return {
+    [](tick_atom) {
+      // Never sent; keeps the behavior non-empty.
+    },
+  };
+}
+
+// -- stream producer ----------------------------------------------------------
+
+/// A steady stream: task i is due at first_due_ms + i * 1000 / rate_per_s
+/// and is sent lead_ms before that.
+struct stream_plan {
+  std::string topic = "stream";
+  double rate_per_s = 1000;
+  int64_t first_due_ms = 0;
+  int64_t lead_ms = 500;
+  /// Tasks due at or after this are not sent.
+  int64_t end_due_ms = 0;
+  int64_t tick_ms = 5;
+  uint32_t outstanding = 64;
+  /// Most tasks per request.
+  uint32_t max_batch = 1024;
+};
+
+struct stream_progress {
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> scheduled{0};
+  std::atomic<uint64_t> failed{0};
+  /// Tasks whose schedule reply came after their due time.
+  std::atomic<uint64_t> acked_after_due{0};
+  /// Ticks that could not send because `outstanding` requests were open.
+  std::atomic<uint64_t> stalled_ticks{0};
+  std::atomic<bool> done{false};
+};
+
+struct stream_producer_state {
+  uint64_t next = 0;
+  uint64_t total = 0;
+  uint32_t in_flight = 0;
+};
+
+using stream_producer_actor = caf::stateful_actor<stream_producer_state>;
+
+inline int64_t stream_due_ms(const stream_plan& plan, uint64_t i) {
+  return plan.first_due_ms + static_cast<int64_t>(static_cast<double>(i) *
+                                                  1000.0 / plan.rate_per_s);
+}
+
+inline void stream_step(stream_producer_actor* self, engine_actor engine,
+                        std::shared_ptr<const stream_plan> plan,
+                        std::shared_ptr<stream_progress> progress) {
+  auto& st = self->state;
+  auto now = wall_ms();
+  while (st.next < st.total &&
+         stream_due_ms(*plan, st.next) - plan->lead_ms <= now) {
+    if (st.in_flight >= plan->outstanding) {
+      progress->stalled_ticks.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    v1::ScheduleBatchRequest req;
+    int64_t last_due = 0;
+    uint64_t n = 0;
+    while (n < plan->max_batch && st.next < st.total) {
+      auto due = stream_due_ms(*plan, st.next);
+      if (due - plan->lead_ms > now)
+        break;
+      auto* t = req.add_tasks();
+      t->set_topic(plan->topic);
+      t->mutable_when()->set_at_ms(due);
+      last_due = due;
+      ++st.next;
+      ++n;
+    }
+    progress->sent.fetch_add(n, std::memory_order_relaxed);
+    ++st.in_flight;
+    self->request(engine, caf::infinite, actors::make_wire(std::move(req)))
+      .then(
+        [self, progress, n, last_due](actors::schedule_batch_reply& r) {
+          uint64_t ok = 0;
+          for (const auto& res : r.pb.results())
+            if (res.has_scheduled())
+              ++ok;
+          progress->scheduled.fetch_add(ok, std::memory_order_relaxed);
+          progress->failed.fetch_add(n - ok, std::memory_order_relaxed);
+          // Only the last task of the batch is checked: the others are
+          // due earlier, so this undercounts at most by one batch.
+          if (wall_ms() > last_due)
+            progress->acked_after_due.fetch_add(n, std::memory_order_relaxed);
+          --self->state.in_flight;
+        },
+        [self, progress, n](caf::error&) {
+          progress->failed.fetch_add(n, std::memory_order_relaxed);
+          --self->state.in_flight;
+        });
+  }
+  if (st.next >= st.total && st.in_flight == 0) {
+    progress->done = true;
+    self->quit();
+    return;
+  }
+  self->delayed_send(self, std::chrono::milliseconds{plan->tick_ms},
+                     tick_atom::value);
+}
+
+/// Sends the stream of `plan` until its end, then sets `progress->done`.
+inline caf::behavior
+stream_producer(stream_producer_actor* self, engine_actor engine,
+                std::shared_ptr<const stream_plan> plan,
+                std::shared_ptr<stream_progress> progress) {
+  auto span_ms = std::max<int64_t>(0, plan->end_due_ms - plan->first_due_ms);
+  self->state.total = static_cast<uint64_t>(static_cast<double>(span_ms) *
+                                            plan->rate_per_s / 1000.0);
+  self->send(self, tick_atom::value);
+  return {
+    [self, engine, plan, progress](tick_atom) {
+      stream_step(self, engine, plan, progress);
+    },
+  };
+}
+
+// -- synchronous helpers ------------------------------------------------------
+
+/// Subscribes `consumer` to `topic`; an error on failure.
+inline caf::error subscribe(caf::scoped_actor& self, const engine_actor& engine,
+                            const std::string& topic,
+                            const consumer_actor& consumer,
+                            uint32_t max_in_flight) {
+  v1::SubscribeRequest sub;
+  sub.set_topic(topic);
+  sub.set_max_in_flight(max_in_flight);
+  caf::error failure;
+  self
+    ->request(engine, std::chrono::seconds{30},
+              actors::subscribe_request{std::move(sub)}, consumer)
+    .receive([](actors::empty_reply&) {},
+             [&](caf::error& err) { failure = std::move(err); });
+  return failure;
+}
+
+inline caf::expected<v1::StatsReply> engine_stats(caf::scoped_actor& self,
+                                                  const engine_actor& engine) {
+  caf::expected<v1::StatsReply> out =
+    caf::make_error(caf::sec::request_timeout);
+  self->request(engine, std::chrono::seconds{30}, actors::stats_request{})
+    .receive([&](actors::stats_reply& r) { out = std::move(r.pb); },
+             [&](caf::error& err) { out = std::move(err); });
+  return out;
+}
+
+/// Polls `done` every `poll` until it holds or `timeout` passes; false on
+/// timeout.
+inline bool
+wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+           std::chrono::microseconds poll = std::chrono::microseconds{500}) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    std::this_thread::sleep_for(poll);
+  }
+  return true;
+}
+
+} // namespace dally::bench
