@@ -47,7 +47,7 @@ struct task_record {
     if (state == task_state::in_flight)
       return lease_deadline_ms;
     return retry_at_ms != 0 && retry_at_ms > task.due_ms ? retry_at_ms
-                                                          : task.due_ms;
+                                                         : task.due_ms;
   }
 
   friend bool operator==(const task_record&, const task_record&) = default;
