@@ -43,7 +43,7 @@ void publish(registry_actor* self, const std::string& topic) {
   if (auto i = st.topics.find(topic); i != st.topics.end())
     for (auto& sub : i->second)
       msg.consumers.emplace_back(sub.handle, sub.max_in_flight);
-  auto& target = st.notifiers[notifier_index(topic, st.notifiers.size())];
+  auto& target = st.notifiers[hash_index(topic, st.notifiers.size())];
   self->send(target, std::move(msg));
 }
 

@@ -53,14 +53,9 @@ struct engine_state {
 
 using engine_impl_actor = caf::stateful_actor<engine_state>;
 
-/// FNV-1a of an idempotency key: the same shard for every retry.
+/// The shard of an idempotency key: the same for every retry.
 uint32_t key_shard(const std::string& key, size_t count) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return static_cast<uint32_t>(h % count);
+  return static_cast<uint32_t>(hash_index(key, count));
 }
 
 caf::error shard_unavailable(uint32_t index) {

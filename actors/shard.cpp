@@ -19,10 +19,10 @@
 
 namespace dally::actors {
 
-size_t notifier_index(const std::string& topic, size_t count) noexcept {
+size_t hash_index(const std::string& key, size_t count) noexcept {
   // FNV-1a: the same on every platform and in the simulator.
   uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : topic) {
+  for (unsigned char c : key) {
     h ^= c;
     h *= 0x100000001b3ULL;
   }
@@ -137,7 +137,7 @@ void send_deliveries(shard_actor* self, std::vector<v1::Delivery>& items) {
   }
   std::vector<deliver_batch> per(notifiers.size());
   for (auto& d : items)
-    per[notifier_index(d.topic(), notifiers.size())].items.emplace_back(
+    per[hash_index(d.topic(), notifiers.size())].items.emplace_back(
       std::move(d));
   for (size_t i = 0; i < per.size(); ++i)
     if (!per[i].items.empty())

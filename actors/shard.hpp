@@ -37,7 +37,9 @@ struct shard_setup {
 /// state is durable.
 caf::actor spawn_shard(caf::actor_system& sys, shard_setup setup);
 
-/// The notifier that handles `topic` among `count`.
-size_t notifier_index(const std::string& topic, size_t count) noexcept;
+/// Which of `count` places `key` belongs to, by FNV-1a (the same on every
+/// platform and in the simulator): the notifier of a topic, the shard of an
+/// idempotency key.
+size_t hash_index(const std::string& key, size_t count) noexcept;
 
 } // namespace dally::actors
