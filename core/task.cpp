@@ -56,12 +56,16 @@ error task::validate(int64_t now_ms, const task_limits& limits) const {
           " bytes long; the maximum is " +
           std::to_string(limits.max_idempotency_key_bytes) + " bytes"};
   }
-  auto range = " is outside the supported range " + format_time(min_time_ms) +
-               " to " + format_time(max_time_ms);
+  // Messages are built only on failure: validation is on the hot path.
+  auto range = [] {
+    return " is outside the supported range " + format_time(min_time_ms) +
+           " to " + format_time(max_time_ms);
+  };
   if (!is_valid_time(now_ms))
-    return error{errc::invalid_time, "now " + format_time(now_ms) + range};
+    return error{errc::invalid_time, "now " + format_time(now_ms) + range()};
   if (!is_valid_time(due_ms))
-    return error{errc::invalid_time, "due time " + format_time(due_ms) + range};
+    return error{errc::invalid_time,
+                 "due time " + format_time(due_ms) + range()};
   if (due_ms > now_ms && due_ms - now_ms > limits.max_delay_ms)
     return error{errc::delay_too_large, "due time " + format_time(due_ms) +
                                           " lies " +
