@@ -23,3 +23,13 @@ if(NOT TARGET CAF::core)
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
 endif()
+
+# RocksDB, linked statically everywhere: the shared library pays a
+# __tls_get_addr per memtable key comparison (its perf context), a fifth of
+# a write's CPU. One target, so no binary mixes the two builds.
+find_package(RocksDB CONFIG REQUIRED)
+if(NOT TARGET dally_rocksdb)
+  add_library(dally_rocksdb INTERFACE)
+  target_link_libraries(dally_rocksdb INTERFACE RocksDB::rocksdb)
+  add_library(dally::rocksdb ALIAS dally_rocksdb)
+endif()
