@@ -101,6 +101,8 @@ struct dispatcher::impl {
     // A cap of 0 would never send anything.
     opts_.max_in_flight_total =
       std::max<uint32_t>(opts_.max_in_flight_total, 1);
+    opts_.max_queued_per_topic =
+      std::max<uint32_t>(opts_.max_queued_per_topic, 1);
   }
 
   // -- state lookup -----------------------------------------------------------
@@ -133,12 +135,13 @@ struct dispatcher::impl {
     out.availability.emplace_back(t.name, available);
   }
 
-  /// Unavailable without consumers; available again once the queue is
-  /// empty (an overflow made it unavailable while the queue was full).
+  /// Unavailable without consumers; available again once the queue is down
+  /// to half its soft bound (a full queue made it unavailable), so shards
+  /// resume before the consumers run dry.
   void refresh(topic_state& t, dispatch_effects& out) {
     if (t.members.empty())
       announce(t, false, out);
-    else if (t.queue.empty())
+    else if (t.queue.size() <= t.queue_bound / 2)
       announce(t, true, out);
   }
 
@@ -290,7 +293,7 @@ struct dispatcher::impl {
     ++t.delivered;
     out.send.emplace_back(m.id, std::move(t.queue.front()));
     t.queue.pop_front();
-    if (t.queue.empty())
+    if (t.state != announced::available)
       refresh(t, out);
     return true;
   }
@@ -342,11 +345,15 @@ struct dispatcher::impl {
       }
       if (t.queue.size() >= t.queue_bound)
         drop_expired_front(t, now_ms);
-      if (t.queue.size() >= t.queue_bound) {
+      if (t.queue.size() >= opts_.max_queued_per_topic) {
         out.undelivered.push_back(ref_of(d));
         announce(t, false, out);
         continue;
       }
+      // A full queue still takes what shards fired before they heard: a
+      // delivery sent back costs its shard two writes and a reload.
+      if (t.queue.size() >= t.queue_bound)
+        announce(t, false, out);
       t.queue.push_back(std::move(d));
       make_ready(t);
       pump(now_ms, out);

@@ -56,6 +56,8 @@ struct dispatch_effects {
 struct dispatcher_options {
   /// Deliveries awaiting an answer across all consumers of this dispatcher.
   uint32_t max_in_flight_total = 100'000;
+  /// Deliveries of one topic queued here; more go back to their shard.
+  uint32_t max_queued_per_topic = 100'000;
 };
 
 /// Counters of one topic.
@@ -74,15 +76,17 @@ struct topic_counters {
 ///
 /// Each consumer holds at most its `max_in_flight` unanswered deliveries of
 /// a topic, and the dispatcher at most `max_in_flight_total`; the rest wait
-/// in a per-topic FIFO queue. A topic's queue holds at most as many entries
-/// as its consumers may hold together; a delivery beyond that, and every
-/// delivery of a topic without consumers, goes back to its shard as
-/// undelivered and the topic is announced unavailable, so shards park its
-/// tasks (no attempt is used up while nobody can take them). The topic is
-/// announced available again once its queue has drained and it has a
-/// consumer. A queued delivery whose lease ran out before its turn is
-/// dropped: the shard redelivers it. The first announcement of a topic
-/// always goes out (a new dispatcher cannot know what shards were told).
+/// in a per-topic FIFO queue. When a topic's queue reaches as many entries
+/// as its consumers may hold together (its soft bound), the topic is
+/// announced unavailable, so shards park its further tasks in memory (no
+/// attempt is used up, nothing is written); deliveries they fired before
+/// they heard are still queued, up to `max_queued_per_topic`. A delivery
+/// beyond that, and every delivery of a topic without consumers, goes back
+/// to its shard as undelivered. The topic is announced available again
+/// once its queue is down to half its soft bound and it has a consumer. A
+/// queued delivery whose lease ran out before its turn is dropped: the shard
+/// redelivers it. The first announcement of a topic always goes out (a new
+/// dispatcher cannot know what shards were told).
 ///
 /// Among the consumers of a topic with free slots, the one with the fewest
 /// unanswered deliveries gets the next one (ties: round robin), so several

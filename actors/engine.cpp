@@ -236,6 +236,7 @@ void stats(engine_impl_actor* self) {
           for (auto& [name, c] : m.topics) {
             auto& t = topic(name);
             t.set_in_flight(t.in_flight() + c.in_flight);
+            t.set_queued(t.queued() + c.queued);
             t.set_delivered(t.delivered() + c.delivered);
           }
           acc->done();
@@ -350,6 +351,7 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
   auto& sys = self->system();
   dispatcher_options dopts;
   dopts.max_in_flight_total = st.cfg.max_in_flight_total;
+  dopts.max_queued_per_topic = st.cfg.max_queued_per_topic;
   for (uint32_t i = 0; i < st.cfg.notifiers; ++i) {
     st.notifiers.push_back(
       spawn_notifier(sys, me, dopts, st.cfg.wall_clock_ms));

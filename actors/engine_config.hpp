@@ -81,6 +81,12 @@ struct engine_config {
   /// beyond it, fired tasks wait in the notifier's queue.
   uint32_t max_in_flight_total = 100'000;
 
+  /// Fired deliveries of one topic a notifier queues beyond what its
+  /// consumers hold (shards stop firing the topic once its consumers' slots
+  /// are queued; this bounds what they fired before they heard). More go
+  /// back to their shard.
+  uint32_t max_queued_per_topic = 100'000;
+
   /// Restarts of one shard within a minute before the supervisor gives up
   /// on it (its requests then fail with `unavailable`).
   uint32_t max_restarts_per_minute = 10;

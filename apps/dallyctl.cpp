@@ -797,6 +797,7 @@ int cmd_stats(client& c, const command_line&) {
                   .add("consumers", t.consumers())
                   .add("waiting", t.waiting())
                   .add("in_flight", t.in_flight())
+                  .add("queued", t.queued())
                   .add("delivered", t.delivered())
                   .str();
     }
@@ -812,6 +813,7 @@ int cmd_stats(client& c, const command_line&) {
            ": consumers=" + std::to_string(t.consumers()) +
            " waiting=" + std::to_string(t.waiting()) +
            " in_flight=" + std::to_string(t.in_flight()) +
+           " queued=" + std::to_string(t.queued()) +
            " delivered=" + std::to_string(t.delivered()) + "\n";
   out.pop_back();
   print_line(out);

@@ -193,10 +193,10 @@ BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_no_other_topic) {
   disp.set_consumers("a", {{1, 50}}, 0, fx);
   disp.set_consumers("b", {{2, 10'000}}, 0, fx);
   fx.clear();
-  // Consumer 1 never answers: 50 held, 50 queued, the rest refused.
+  // Consumer 1 never answers: 50 held, the rest queued ("a" unavailable).
   disp.deliver(make_batch("a", 1, 200, 1'000'000), 10, fx);
   BOOST_TEST(fx.send.size() == 50u);
-  BOOST_TEST(fx.undelivered.size() == 100u);
+  BOOST_TEST(fx.undelivered.empty());
   BOOST_TEST(fx.availability == (availability_list{{"a", false}}));
   fx.clear();
   disp.deliver(make_batch("b", 1'000, 10'000, 1'000'000), 20, fx);
@@ -205,7 +205,7 @@ BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_no_other_topic) {
   BOOST_TEST(fx.availability.empty());
   BOOST_TEST(sent_to(fx) == std::vector<consumer_id>(10'000, 2));
   BOOST_TEST(disp.counters().at("b").queued == 0u);
-  BOOST_TEST(disp.counters().at("a").queued == 50u);
+  BOOST_TEST(disp.counters().at("a").queued == 150u);
   BOOST_TEST(disp.in_flight() == 10'050u);
 }
 
@@ -268,28 +268,55 @@ BOOST_AUTO_TEST_CASE(losing_the_last_consumer_returns_the_queue) {
   BOOST_TEST(disp.in_flight() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(queue_overflow_is_undelivered_until_it_drains) {
+BOOST_AUTO_TEST_CASE(a_full_queue_announces_unavailable_until_half_drained) {
   dispatcher disp;
+  dispatch_effects fx;
+  disp.set_consumers("t", {{1, 4}}, 0, fx);
+  fx.clear();
+  // Soft bound 4: 4 held, and at 4 queued the topic is announced
+  // unavailable once; what shards fired before they heard is still queued.
+  disp.deliver(make_batch("t", 1, 10), 0, fx);
+  BOOST_TEST(sent_ids(fx) == (std::vector<uint64_t>{1, 2, 3, 4}));
+  BOOST_TEST(fx.undelivered.empty());
+  BOOST_TEST(fx.availability == (availability_list{{"t", false}}));
+  BOOST_TEST(disp.counters().at("t").queued == 6u);
+  // 5, 4 and 3 queued: still unavailable; at 2 (half) available.
+  for (uint64_t id = 1; id <= 3; ++id) {
+    fx.clear();
+    BOOST_TEST(disp.answered(1, ref(id), 0, fx));
+    BOOST_TEST(sent_ids(fx) == std::vector<uint64_t>{id + 4});
+    BOOST_TEST(fx.availability.empty());
+  }
+  fx.clear();
+  BOOST_TEST(disp.answered(1, ref(4), 0, fx));
+  BOOST_TEST(sent_ids(fx) == std::vector<uint64_t>{8});
+  BOOST_TEST(disp.counters().at("t").queued == 2u);
+  BOOST_TEST(fx.availability == (availability_list{{"t", true}}));
+}
+
+BOOST_AUTO_TEST_CASE(beyond_the_hard_bound_deliveries_go_back) {
+  dispatcher_options opts;
+  opts.max_queued_per_topic = 3;
+  dispatcher disp{opts};
   dispatch_effects fx;
   disp.set_consumers("t", {{1, 2}}, 0, fx);
   fx.clear();
-  // Bound: 2 held, 2 queued; the rest refused, announced once.
-  disp.deliver(make_batch("t", 1, 6), 0, fx);
+  // 2 held, 3 queued; the rest refused, announced once.
+  disp.deliver(make_batch("t", 1, 7), 0, fx);
   BOOST_TEST(sent_ids(fx) == (std::vector<uint64_t>{1, 2}));
-  BOOST_TEST(ids_of(fx.undelivered) == (std::vector<uint64_t>{5, 6}));
+  BOOST_TEST(ids_of(fx.undelivered) == (std::vector<uint64_t>{6, 7}));
   BOOST_TEST(fx.availability == (availability_list{{"t", false}}));
+  BOOST_TEST(disp.counters().at("t").queued == 3u);
+  // Drained to half the soft bound (1): available again, room again.
   fx.clear();
   BOOST_TEST(disp.answered(1, ref(1), 0, fx));
-  BOOST_TEST(sent_ids(fx) == std::vector<uint64_t>{3});
   BOOST_TEST(fx.availability.empty());
   fx.clear();
   BOOST_TEST(disp.answered(1, ref(2), 0, fx));
-  BOOST_TEST(sent_ids(fx) == std::vector<uint64_t>{4});
+  BOOST_TEST(sent_ids(fx) == (std::vector<uint64_t>{4}));
   BOOST_TEST(fx.availability == (availability_list{{"t", true}}));
-  BOOST_TEST(disp.counters().at("t").queued == 0u);
-  // Room again: queued, not refused.
   fx.clear();
-  disp.deliver(make_batch("t", 7, 2), 0, fx);
+  disp.deliver(make_batch("t", 8, 1), 0, fx);
   BOOST_TEST(fx.empty());
   BOOST_TEST(disp.counters().at("t").queued == 2u);
 }
