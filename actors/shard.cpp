@@ -50,6 +50,9 @@ struct shard_state {
   /// The armed wake-up: its generation and wall-clock target.
   uint64_t wake_generation = 0;
   int64_t armed_ms = never_ms;
+  /// The wall clock is the system's: wake-up delays are computed in µs, so
+  /// a wake-up is not up to 1 ms late from truncating now to the ms.
+  bool system_clock = false;
 
   ~shard_state() {
     // The logic refers to the store: it goes first. The store closes its
@@ -88,12 +91,22 @@ void arm(shard_actor* self) {
     return; // The armed wake-up comes first; it re-arms on arrival.
   auto gen = ++st.wake_generation;
   st.armed_ms = next;
-  auto delay_ms = next - wall_now(self);
-  if (delay_ms <= 0)
-    self->send(self, wake_atom::value, gen);
+  int64_t delay_us = 0;
+  if (st.system_clock) {
+    auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    delay_us = next * 1000 - now_us;
+  } else {
+    delay_us = (next - wall_now(self)) * 1000;
+  }
+  // High priority: a wake-up goes ahead of queued requests, whose
+  // processing would otherwise make every due task late.
+  if (delay_us <= 0)
+    self->send<caf::message_priority::high>(self, wake_atom::value, gen);
   else
-    self->delayed_send(self, std::chrono::milliseconds{delay_ms},
-                       wake_atom::value, gen);
+    self->delayed_send<caf::message_priority::high>(
+      self, std::chrono::microseconds{delay_us}, wake_atom::value, gen);
 }
 
 /// Answers at once when nothing is staged, else after the next commit.
@@ -178,8 +191,10 @@ void wake(shard_actor* self) {
                        ++st.wake_generation);
     st.armed_ms = now + 100;
   }
+  // Fired tasks go out after their commit: commit now rather than behind
+  // the requests queued in the mailbox.
   if (st.logic->dirty())
-    schedule_flush(self);
+    flush(self);
   else
     arm(self);
 }
@@ -230,6 +245,9 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   st.setup = std::move(setup);
   if (!st.setup.wall_clock_ms)
     st.setup.wall_clock_ms = system_wall_clock_ms;
+  using clock_fn = int64_t (*)();
+  auto* fn = st.setup.wall_clock_ms.target<clock_fn>();
+  st.system_clock = fn != nullptr && *fn == &system_wall_clock_ms;
   auto opened = storage::rocks_task_store::open(st.setup.store);
   if (!opened) {
     self->quit(to_caf(opened.err()));
@@ -250,7 +268,8 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   self->send(st.setup.engine, shard_up_msg{st.setup.index, self_handle});
   if (st.setup.supervisor)
     self->send(st.setup.supervisor, shard_up_msg{st.setup.index, self_handle});
-  self->send(self, wake_atom::value, ++st.wake_generation);
+  self->send<caf::message_priority::high>(self, wake_atom::value,
+                                         ++st.wake_generation);
   st.maintain_armed = true;
   self->send(self, maintain_atom::value);
   return {
