@@ -40,6 +40,7 @@
 #include "actors/system_setup.hpp"
 #include "actors/type_ids.hpp"
 #include "apps/cli_util.hpp"
+#include "core/retained_heap.hpp"
 #include "core/time_range.hpp"
 
 namespace dally::apps {
@@ -75,6 +76,7 @@ public:
   size_t notifiers = 2;
   size_t max_in_flight_per_consumer = 1000;
   size_t max_in_flight_total = 100'000;
+  size_t max_queued_per_topic = 100'000;
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
 
@@ -124,6 +126,9 @@ public:
            "unanswered deliveries one consumer may hold (default 1000)")
       .add(max_in_flight_total, "max-in-flight-total",
            "unanswered deliveries per notifier (default 100000)")
+      .add(max_queued_per_topic, "max-queued-per-topic",
+           "fired deliveries a notifier queues per topic beyond its "
+           "consumers' slots (default 100000)")
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(block_cache_mb, "block-cache-mb",
@@ -261,6 +266,9 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.max_in_flight_total < 1 || cfg.max_in_flight_total > UINT32_MAX)
     return "--max-in-flight-total must be in [1, 2^32)";
   out.max_in_flight_total = static_cast<uint32_t>(cfg.max_in_flight_total);
+  if (cfg.max_queued_per_topic < 1 || cfg.max_queued_per_topic > UINT32_MAX)
+    return "--max-queued-per-topic must be in [1, 2^32)";
+  out.max_queued_per_topic = static_cast<uint32_t>(cfg.max_queued_per_topic);
   if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
     return "--write-buffer-mb must be in [1, 65536]";
   out.write_buffer_bytes = cfg.write_buffer_mb << 20;
@@ -427,5 +435,8 @@ int run(int argc, char** argv) {
 } // namespace dally::apps
 
 int main(int argc, char** argv) {
+  // Before any allocation of note: a long-running node should give back
+  // the memory of a burst (see limit_retained_heap).
+  dally::core::limit_retained_heap();
   return dally::apps::run(argc, argv);
 }
