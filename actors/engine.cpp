@@ -354,7 +354,7 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
   dopts.max_queued_per_topic = st.cfg.max_queued_per_topic;
   for (uint32_t i = 0; i < st.cfg.notifiers; ++i) {
     st.notifiers.push_back(
-      spawn_notifier(sys, me, dopts, st.cfg.wall_clock_ms));
+      spawn_notifier(sys, me, st.cfg.shard_count, dopts, st.cfg.wall_clock_ms));
     self->link_to(st.notifiers.back());
   }
   st.registry = spawn_consumer_registry(sys, st.notifiers,

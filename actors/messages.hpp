@@ -66,8 +66,8 @@ struct consumer_down_msg {
   consumer_id id = 0;
 };
 
-/// Supervisor -> engine: shard `index` runs as `shard` (first start or
-/// restart).
+/// Shard -> engine, supervisor and notifiers: shard `index` runs as
+/// `shard` (first start or restart).
 struct shard_up_msg {
   uint32_t index = 0;
   caf::actor shard;

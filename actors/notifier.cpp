@@ -20,6 +20,9 @@ struct notifier_state {
   static inline const char* name = "dally.notifier";
 
   caf::actor engine;
+  /// By shard index: the running shard actor (each announces itself when
+  /// it starts, before it sends any batch).
+  std::vector<caf::actor> shards;
   std::unique_ptr<dispatcher> logic;
   std::function<int64_t()> wall_clock_ms;
   std::unordered_map<consumer_id, consumer_actor> consumers;
@@ -29,6 +32,18 @@ struct notifier_state {
 using notifier_actor = caf::stateful_actor<notifier_state>;
 
 void act(notifier_actor* self);
+
+/// Where a verdict on task `id` goes: its shard, or the engine until that
+/// shard has sent a batch.
+const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
+  auto& st = self->state;
+  if (!st.shards.empty()) {
+    auto& shard = st.shards[id % st.shards.size()];
+    if (shard)
+      return shard;
+  }
+  return st.engine;
+}
 
 delivery_ref ref_of(const v1::Delivery& d) {
   return delivery_ref{d.id().task_id(), d.id().occurrence(), d.id().attempt()};
@@ -60,7 +75,8 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
           case v1::DeliveryReply::VERDICT_ACK: {
             v1::AckRequest ack;
             *ack.mutable_id() = id;
-            caf::anon_send(st.engine, ack_request{std::move(ack)});
+            caf::anon_send(settle_target(self, ref.id),
+                           ack_request{std::move(ack)});
             break;
           }
           case v1::DeliveryReply::VERDICT_NACK: {
@@ -68,7 +84,8 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
             *nack.mutable_id() = id;
             if (reply.pb.has_retry_in_ms())
               nack.set_retry_in_ms(reply.pb.retry_in_ms());
-            caf::anon_send(st.engine, nack_request{std::move(nack)});
+            caf::anon_send(settle_target(self, ref.id),
+                           nack_request{std::move(nack)});
             break;
           }
           default:
@@ -103,10 +120,11 @@ void act(notifier_actor* self) {
 }
 
 caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
-                            dispatcher_options opts,
+                            uint32_t shard_count, dispatcher_options opts,
                             std::function<int64_t()> wall_clock_ms) {
   auto& st = self->state;
   st.engine = std::move(engine);
+  st.shards.resize(shard_count);
   st.logic = std::make_unique<dispatcher>(opts);
   st.wall_clock_ms = std::move(wall_clock_ms);
   return {
@@ -114,6 +132,11 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
       auto& st = self->state;
       st.logic->deliver(std::move(batch.items), st.wall_clock_ms(), st.fx);
       act(self);
+    },
+    [self](shard_up_msg& msg) {
+      auto& st = self->state;
+      if (msg.index < st.shards.size())
+        st.shards[msg.index] = std::move(msg.shard);
     },
     [self](consumers_msg& msg) {
       auto& st = self->state;
@@ -146,9 +169,9 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
 } // namespace
 
 caf::actor spawn_notifier(caf::actor_system& sys, caf::actor engine,
-                          dispatcher_options opts,
+                          uint32_t shard_count, dispatcher_options opts,
                           std::function<int64_t()> wall_clock_ms) {
-  return sys.spawn(notifier_impl, std::move(engine), opts,
+  return sys.spawn(notifier_impl, std::move(engine), shard_count, opts,
                    std::move(wall_clock_ms));
 }
 

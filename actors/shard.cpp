@@ -268,8 +268,11 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   self->send(st.setup.engine, shard_up_msg{st.setup.index, self_handle});
   if (st.setup.supervisor)
     self->send(st.setup.supervisor, shard_up_msg{st.setup.index, self_handle});
+  // Before any batch: notifiers send verdicts straight to this shard.
+  for (auto& n : st.setup.notifiers)
+    self->send(n, shard_up_msg{st.setup.index, self_handle});
   self->send<caf::message_priority::high>(self, wake_atom::value,
-                                         ++st.wake_generation);
+                                          ++st.wake_generation);
   st.maintain_armed = true;
   self->send(self, maintain_atom::value);
   return {
