@@ -219,6 +219,7 @@ void stats(engine_impl_actor* self) {
           r.set_dead_lettered(r.dead_lettered() + c.dead_lettered);
           r.set_revoked(r.revoked() + c.revoked);
           r.set_commits(r.commits() + c.commits);
+          r.set_memtable_bytes(r.memtable_bytes() + m.memtable_bytes);
           for (auto& [name, n] : m.waiting) {
             r.set_waiting(r.waiting() + n);
             auto& t = topic(name);

@@ -423,6 +423,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       out.window = logic.window_size();
       out.backlog = logic.backlog_size();
       out.waiting = logic.waiting();
+      out.memtable_bytes = self->state.store->stats().memtable_bytes;
       return out;
     },
   };

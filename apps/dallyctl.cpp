@@ -783,6 +783,7 @@ int cmd_stats(client& c, const command_line&) {
     {"revoked", s.revoked()},
     {"commits", s.commits()},
     {"shard_restarts", s.shard_restarts()},
+    {"memtable_bytes", s.memtable_bytes()},
   };
   if (c.global().json) {
     json_object obj;

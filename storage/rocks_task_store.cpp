@@ -969,7 +969,12 @@ const std::vector<quarantined_record>& rocks_task_store::quarantined() const {
 }
 
 store_stats rocks_task_store::stats() const {
-  return impl_->stats;
+  auto out = impl_->stats;
+  uint64_t bytes = 0;
+  if (impl_->db && impl_->db->GetAggregatedIntProperty(
+                     rocksdb::DB::Properties::kSizeAllMemTables, &bytes))
+    out.memtable_bytes = bytes;
+  return out;
 }
 
 } // namespace dally::storage

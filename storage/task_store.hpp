@@ -29,6 +29,9 @@ struct store_stats {
   uint64_t mutations = 0;
   uint64_t syncs = 0;
   uint64_t quarantined = 0;
+  /// Bytes held in write buffers (memtables, active and awaiting flush):
+  /// memory bounded by the write buffer settings, not by the task count.
+  uint64_t memtable_bytes = 0;
 };
 
 /// One shard's slice of the durable task set. Only the shard actor calls

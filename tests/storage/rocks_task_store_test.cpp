@@ -338,6 +338,8 @@ BOOST_AUTO_TEST_CASE(batches_are_atomic_and_stamped) {
   BOOST_TEST(after.commits == before.commits + 1);
   BOOST_TEST(after.mutations == before.mutations + 600);
   BOOST_TEST(after.syncs == before.syncs + 1);
+  // 600 records and keys went into the write buffers.
+  BOOST_TEST(after.memtable_bytes > before.memtable_bytes + 600 * 16);
   // Stamps follow the batch order.
   std::vector<core::task_id> ids;
   for (const auto& key : due)
