@@ -57,7 +57,7 @@ struct dispatcher_options {
   /// Deliveries awaiting an answer across all consumers of this dispatcher.
   uint32_t max_in_flight_total = 100'000;
   /// Deliveries of one topic queued here; more go back to their shard.
-  uint32_t max_queued_per_topic = 100'000;
+  uint32_t max_queued_per_topic = 10'000;
 };
 
 /// Counters of one topic.

@@ -85,7 +85,7 @@ struct engine_config {
   /// consumers hold (shards stop firing the topic once its consumers' slots
   /// are queued; this bounds what they fired before they heard). More go
   /// back to their shard.
-  uint32_t max_queued_per_topic = 100'000;
+  uint32_t max_queued_per_topic = 10'000;
 
   /// Restarts of one shard within a minute before the supervisor gives up
   /// on it (its requests then fail with `unavailable`).

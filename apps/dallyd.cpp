@@ -76,7 +76,7 @@ public:
   size_t notifiers = 2;
   size_t max_in_flight_per_consumer = 1000;
   size_t max_in_flight_total = 100'000;
-  size_t max_queued_per_topic = 100'000;
+  size_t max_queued_per_topic = 10'000;
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
 
@@ -128,7 +128,7 @@ public:
            "unanswered deliveries per notifier (default 100000)")
       .add(max_queued_per_topic, "max-queued-per-topic",
            "fired deliveries a notifier queues per topic beyond its "
-           "consumers' slots (default 100000)")
+           "consumers' slots (default 10000)")
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(block_cache_mb, "block-cache-mb",
