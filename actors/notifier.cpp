@@ -34,7 +34,7 @@ using notifier_actor = caf::stateful_actor<notifier_state>;
 void act(notifier_actor* self);
 
 /// Where a verdict on task `id` goes: its shard, or the engine until that
-/// shard has sent a batch.
+/// shard has announced itself.
 const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
   auto& st = self->state;
   if (!st.shards.empty()) {
