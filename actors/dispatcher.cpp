@@ -34,9 +34,21 @@ delivery_ref ref_of(const v1::Delivery& d) {
   return delivery_ref{d.id().task_id(), d.id().occurrence(), d.id().attempt()};
 }
 
-/// A lease deadline of 0 (unset) never expires.
-bool expired(const v1::Delivery& d, int64_t now_ms) {
-  return d.lease_deadline_ms() > 0 && d.lease_deadline_ms() <= now_ms;
+constexpr int64_t never_ms = std::numeric_limits<int64_t>::max();
+
+/// When a delivery still waiting in a queue goes back to its shard: once
+/// half its lease (fire time to deadline) has passed, so that its shard
+/// hears well before its own lease timer would redeliver it with the next
+/// attempt. A lease deadline of 0 (unset) never runs out.
+int64_t return_at(const v1::Delivery& d) {
+  if (d.lease_deadline_ms() <= 0)
+    return never_ms;
+  auto lease = std::max<int64_t>(0, d.lease_deadline_ms() - d.fire_ms());
+  return d.lease_deadline_ms() - lease + lease / 2;
+}
+
+bool overdue(const v1::Delivery& d, int64_t now_ms) {
+  return return_at(d) <= now_ms;
 }
 
 /// What the shards were last told about a topic. `unknown` until the first
@@ -264,11 +276,28 @@ struct dispatcher::impl {
     return best;
   }
 
-  void drop_expired_front(topic_state& t, int64_t now_ms) {
-    while (!t.queue.empty() && expired(t.queue.front(), now_ms)) {
+  /// `d` goes back to its shard unsent. Its shard marks the topic
+  /// unavailable when it takes it back, so the topic counts as announced
+  /// unavailable here too and is announced again once it can take more
+  /// (`act` sends undelivered reports before availability).
+  void give_back(topic_state& t, const v1::Delivery& d, dispatch_effects& out) {
+    out.undelivered.push_back(ref_of(d));
+    ++t.expired;
+    if (!t.members.empty())
+      t.state = announced::unavailable;
+  }
+
+  /// Gives back the deliveries at the front of the queue that waited half
+  /// their lease; true if there were any.
+  bool return_overdue_front(topic_state& t, int64_t now_ms,
+                            dispatch_effects& out) {
+    bool any = false;
+    while (!t.queue.empty() && overdue(t.queue.front(), now_ms)) {
+      give_back(t, t.queue.front(), out);
       t.queue.pop_front();
-      ++t.expired;
+      any = true;
     }
+    return any;
   }
 
   /// Sends the first live queued delivery of `t`, if a member has room.
@@ -276,7 +305,7 @@ struct dispatcher::impl {
     auto pos = pick(t);
     if (pos >= t.members.size())
       return false;
-    drop_expired_front(t, now_ms);
+    return_overdue_front(t, now_ms, out);
     if (t.queue.empty()) {
       refresh(t, out);
       return false;
@@ -339,12 +368,14 @@ struct dispatcher::impl {
         announce(t, false, out);
         continue;
       }
-      if (expired(d, now_ms)) {
-        ++t.expired;
+      if (overdue(d, now_ms)) {
+        give_back(t, d, out);
+        refresh(t, out);
         continue;
       }
-      if (t.queue.size() >= t.queue_bound)
-        drop_expired_front(t, now_ms);
+      if (t.queue.size() >= t.queue_bound &&
+          return_overdue_front(t, now_ms, out))
+        refresh(t, out);
       if (t.queue.size() >= opts_.max_queued_per_topic) {
         out.undelivered.push_back(ref_of(d));
         announce(t, false, out);
@@ -430,6 +461,20 @@ struct dispatcher::impl {
     pump(now_ms, out);
   }
 
+  void expire(int64_t now_ms, dispatch_effects& out) {
+    for (auto& [name, t] : topics_)
+      if (return_overdue_front(t, now_ms, out))
+        refresh(t, out);
+  }
+
+  int64_t next_expiry_ms() const {
+    auto next = never_ms;
+    for (const auto& [name, t] : topics_)
+      if (!t.queue.empty())
+        next = std::min(next, return_at(t.queue.front()));
+    return next;
+  }
+
   std::map<std::string, topic_counters> counters() const {
     std::map<std::string, topic_counters> result;
     for (const auto& [name, t] : topics_) {
@@ -486,6 +531,14 @@ bool dispatcher::answered(consumer_id id, const delivery_ref& d, int64_t now_ms,
 void dispatcher::failed(consumer_id id, const delivery_ref& d, bool timeout,
                         int64_t now_ms, dispatch_effects& out) {
   impl_->failed(id, d, timeout, now_ms, out);
+}
+
+void dispatcher::expire(int64_t now_ms, dispatch_effects& out) {
+  impl_->expire(now_ms, out);
+}
+
+int64_t dispatcher::next_expiry_ms() const {
+  return impl_->next_expiry_ms();
 }
 
 std::map<std::string, topic_counters> dispatcher::counters() const {

@@ -66,8 +66,8 @@ struct topic_counters {
   uint64_t queued = 0;
   uint64_t in_flight = 0;
   uint64_t delivered = 0;
-  /// Dropped unsent because their lease ran out first (the shard
-  /// redelivers them).
+  /// Given back unsent after waiting half their lease in the queue (their
+  /// shards take them back without counting the attempt).
   uint64_t expired = 0;
 };
 
@@ -84,8 +84,9 @@ struct topic_counters {
 /// beyond that, and every delivery of a topic without consumers, goes back
 /// to its shard as undelivered. The topic is announced available again
 /// once its queue is down to half its soft bound and it has a consumer. A
-/// queued delivery whose lease ran out before its turn is dropped: the shard
-/// redelivers it. The first announcement of a topic always goes out (a new
+/// queued delivery that has waited half its lease goes back undelivered
+/// too (see `expire`): a delivery no consumer saw uses up no attempt. The
+/// first announcement of a topic always goes out (a new
 /// dispatcher cannot know what shards were told).
 ///
 /// Among the consumers of a topic with free slots, the one with the fewest
@@ -132,6 +133,16 @@ public:
   /// delivery goes to it and fails too, using up an attempt.
   void failed(consumer_id id, const delivery_ref& d, bool timeout,
               int64_t now_ms, dispatch_effects& out);
+
+  /// Gives back, as undelivered, queued deliveries that have waited half
+  /// their lease (checking the front of each topic's queue), so that their
+  /// shards take them back, with the attempt not counted, before their own
+  /// lease timers redeliver them with the next one.
+  void expire(int64_t now_ms, dispatch_effects& out);
+
+  /// When `expire` next has work: the earliest half-lease point among the
+  /// fronts of the queues; INT64_MAX when nothing is queued.
+  int64_t next_expiry_ms() const;
 
   /// Counters per topic (topics with consumers, queued or held
   /// deliveries, or deliveries so far).

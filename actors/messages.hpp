@@ -25,6 +25,7 @@ namespace dally::actors {
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 using maintain_atom = caf::atom_constant<caf::atom("maintain")>;
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using topics_atom = caf::atom_constant<caf::atom("topics")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;

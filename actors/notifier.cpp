@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -27,6 +28,9 @@ struct notifier_state {
   std::function<int64_t()> wall_clock_ms;
   std::unordered_map<consumer_id, consumer_actor> consumers;
   dispatch_effects fx;
+  /// The armed expiry check: its generation and wall-clock target.
+  uint64_t expire_generation = 0;
+  int64_t expire_armed_ms = std::numeric_limits<int64_t>::max();
 };
 
 using notifier_actor = caf::stateful_actor<notifier_state>;
@@ -101,6 +105,22 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
       });
 }
 
+/// Keeps one expiry check armed, at the dispatcher's next one. Armed after
+/// `deliver` (which may start a queue) and after each check (which re-arms
+/// for the new fronts); a front with a shorter lease than the one before
+/// it is caught by the next check, or when its turn comes.
+void arm_expiry(notifier_actor* self) {
+  auto& st = self->state;
+  auto next = st.logic->next_expiry_ms();
+  if (next >= st.expire_armed_ms)
+    return; // The armed check comes first; it re-arms when it runs.
+  st.expire_armed_ms = next;
+  auto gen = ++st.expire_generation;
+  auto delay_ms = std::max<int64_t>(0, next - st.wall_clock_ms());
+  self->delayed_send(self, std::chrono::milliseconds{delay_ms},
+                     expire_atom::value, gen);
+}
+
 /// Carries out what the dispatcher asked for.
 void act(notifier_actor* self) {
   auto& st = self->state;
@@ -108,12 +128,14 @@ void act(notifier_actor* self) {
   while (!st.fx.empty()) {
     auto fx = std::move(st.fx);
     st.fx.clear();
-    for (auto& [topic, available] : fx.availability)
-      self->send(st.engine, topic_status_msg{topic, available});
+    // Undelivered first: a shard that takes a delivery back marks its
+    // topic unavailable, and an availability sent with it must come after.
     for (auto& ref : fx.undelivered)
       self->send(st.engine, undelivered_msg{ref});
     for (auto& ref : fx.requeue)
       self->send(st.engine, requeue_msg{ref});
+    for (auto& [topic, available] : fx.availability)
+      self->send(st.engine, topic_status_msg{topic, available});
     for (auto& [cid, d] : fx.send)
       send_one(self, cid, std::move(d));
   }
@@ -132,6 +154,16 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
       auto& st = self->state;
       st.logic->deliver(std::move(batch.items), st.wall_clock_ms(), st.fx);
       act(self);
+      arm_expiry(self);
+    },
+    [self](expire_atom, uint64_t gen) {
+      auto& st = self->state;
+      if (gen != st.expire_generation)
+        return;
+      st.expire_armed_ms = std::numeric_limits<int64_t>::max();
+      st.logic->expire(st.wall_clock_ms(), st.fx);
+      act(self);
+      arm_expiry(self);
     },
     [self](shard_up_msg& msg) {
       auto& st = self->state;

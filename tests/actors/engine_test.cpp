@@ -301,6 +301,38 @@ BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
              0);
 }
 
+BOOST_AUTO_TEST_CASE(waiting_behind_a_hanging_consumer_uses_up_no_attempt) {
+  // One slot, never answered: each delivery's lease runs out. The tasks
+  // queued behind it go back to their shards before their leases run out,
+  // so each becomes a dead letter only after max_attempts deliveries.
+  auto [c, log] = this->consumer("stuck", verdict_mode::hang, 1);
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 5; ++i) {
+    v1::ScheduleRequest req;
+    req.set_topic("stuck");
+    req.mutable_when()->set_in_ms(0);
+    auto* policy = req.mutable_policy();
+    policy->set_lease_ms(1'000);
+    policy->set_max_attempts(2);
+    policy->set_backoff_initial_ms(100);
+    policy->set_backoff_multiplier_permille(1'000);
+    policy->set_backoff_max_ms(100);
+    auto res = call<schedule_reply>(schedule_request{req});
+    BOOST_REQUIRE(res);
+    ids.insert(res->pb.id());
+  }
+  advance_ms(60'000);
+  std::map<uint64_t, std::vector<uint32_t>> attempts;
+  for (auto& d : log->got)
+    attempts[d.id().task_id()].push_back(d.attempt());
+  auto dead = call<dead_letters_reply>(dead_letters_request{});
+  BOOST_REQUIRE(dead);
+  BOOST_REQUIRE_EQUAL(dead->pb.dead_size(), 5);
+  for (auto& x : dead->pb.dead())
+    BOOST_TEST(attempts[x.task().id()] == (std::vector<uint32_t>{1, 2}),
+               "task " << x.task().id());
+}
+
 BOOST_AUTO_TEST_CASE(nack_touch_and_stale_acks) {
   auto [c, log] = this->consumer("work", verdict_mode::later);
   auto due = now_ms() + 10;
