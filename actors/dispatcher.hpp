@@ -114,8 +114,9 @@ public:
   /// requeued, in the order they were sent.
   void consumer_down(consumer_id id, int64_t now_ms, dispatch_effects& out);
 
-  /// Deliveries a shard fired, in due order. One whose lease has already
-  /// run out is dropped (a lease deadline of 0 never runs out).
+  /// Deliveries a shard fired, in due order. One that arrives past half its
+  /// lease goes back undelivered, as `expire` would give it back (a lease
+  /// deadline of 0 never runs out).
   void deliver(std::vector<v1::Delivery> batch, int64_t now_ms,
                dispatch_effects& out);
 
