@@ -16,6 +16,7 @@
 //   --only throughput,lateness,rss   sections to run (default: all)
 //   --runs N          throughput runs per cell, lateness periods (3)
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
+//   --write-buffer BYTES (0: the engine's default memtable size)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
 //     --durability sync,none --producers N (2) --outstanding N (4 requests
 //     per producer) --batch N (256) --consumers N (2) --max-in-flight N
@@ -124,6 +125,8 @@ struct settings {
   uint32_t consumers = 2;
   /// Per consumer; 0: the engine's default (max_in_flight_per_consumer).
   uint32_t max_in_flight = 0;
+  /// Memtable bytes per column family; 0: the engine's default.
+  size_t write_buffer_bytes = 0;
   // Lateness.
   uint64_t small_pending = 100'000;
   uint64_t large_pending = 10'000'000;
@@ -270,7 +273,8 @@ std::string child_args(const settings& s) {
       << s.batch << " --outstanding " << s.outstanding << " --consumers "
       << s.consumers << " --max-in-flight " << s.max_in_flight
       << " --rss-tasks " << s.rss_tasks << " --rss-write-buffer "
-      << s.rss_write_buffer_bytes << " --caf-threads " << s.caf_threads;
+      << s.rss_write_buffer_bytes << " --write-buffer " << s.write_buffer_bytes
+      << " --caf-threads " << s.caf_threads;
   return out.str();
 }
 
@@ -298,6 +302,8 @@ actors::engine_config engine_cfg(const settings& s, const std::string& dir,
   cfg.durability = level;
   if (s.max_in_flight > 0)
     cfg.max_in_flight_per_consumer = s.max_in_flight;
+  if (s.write_buffer_bytes > 0)
+    cfg.write_buffer_bytes = s.write_buffer_bytes;
   return cfg;
 }
 
@@ -1490,6 +1496,8 @@ settings parse(int argc, char** argv) {
       s.lead_ms = std::stoll(next());
     else if (arg == "--rss-tasks")
       s.rss_tasks = std::max<uint64_t>(1, std::stoull(next()));
+    else if (arg == "--write-buffer")
+      s.write_buffer_bytes = std::stoull(next());
     else if (arg == "--rss-write-buffer")
       s.rss_write_buffer_bytes = std::stoull(next());
     else if (arg == "--child")
