@@ -8,6 +8,7 @@
 #include <utility>
 #include <variant>
 
+#include "core/quad_heap.hpp"
 #include "core/time_range.hpp"
 #include "storage/record_codec.hpp"
 
@@ -306,6 +307,7 @@ struct shard_logic::impl {
     fired_.clear();
     fired_ids_.clear();
     consumed_.clear();
+    leases_consumed_.clear();
     pending_ = shard_counters{};
     revived_from_store_ = 0;
     has_dead_changes_ = false;
@@ -490,10 +492,53 @@ struct shard_logic::impl {
       if (auto err = process(now_ms, keys_scratch_, false))
         return err;
     }
+    while (budget > 0) {
+      leases_scratch_.clear();
+      auto n =
+        leases_.pop_due(now_ms, std::min(budget, fire_chunk), leases_scratch_);
+      if (n == 0)
+        break;
+      budget -= n;
+      if (auto err = expire_leases(now_ms, leases_scratch_))
+        return err;
+    }
     // Nothing staged: nothing to roll back either.
-    if (batch_.empty())
+    if (batch_.empty()) {
       consumed_.clear();
+      leases_consumed_.clear();
+    }
     return {};
+  }
+
+  /// Acts on popped lease deadlines: a task still in flight with that
+  /// deadline (as committed) is redelivered later or dead-lettered.
+  core::error expire_leases(int64_t now_ms,
+                            const std::vector<core::timer_entry>& leases) {
+    for (size_t i = 0; i < leases.size(); ++i) {
+      const auto& lease = leases[i];
+      std::optional<task_record> scratch;
+      slot s;
+      if (auto err = find(lease.id, scratch, s)) {
+        // Nothing was acted upon from here on: those go back.
+        for (size_t j = i; j < leases.size(); ++j)
+          leases_.insert(leases[j].id, leases[j].due_ms);
+        return err;
+      }
+      leases_consumed_.push_back(lease);
+      // A staged change of the task tracks its lease at the commit.
+      if (s.entry != nullptr || s.rec == nullptr ||
+          s.rec->state != task_state::in_flight ||
+          s.rec->lease_deadline_ms != lease.due_ms)
+        continue;
+      expire_lease(now_ms, s);
+    }
+    return {};
+  }
+
+  /// Tracks the lease of a committed in-flight record.
+  void track_lease(const task_record& rec) {
+    if (!leases_.update(rec.task.id, rec.lease_deadline_ms))
+      leases_.insert(rec.task.id, rec.lease_deadline_ms);
   }
 
   /// Acts on popped index entries: fires, expires leases, parks, paces or
@@ -536,13 +581,27 @@ struct shard_logic::impl {
       // Only an entry the store holds may go back to the window: a stale
       // one could hide the task's current entry.
       bool committed = s.base && *s.base == key;
+      if (s.rec != nullptr && s.entry == nullptr &&
+          s.rec->state == task_state::in_flight &&
+          key.index_ms == s.rec->lease_deadline_ms &&
+          key != storage::write_batch::key_of(*s.rec)) {
+        // An older store's entry at the lease deadline: move it to the
+        // index time (the record stays as it is) and track the lease.
+        track_lease(*s.rec);
+        stage_replace(s, key);
+        consumed_.push_back(key);
+        continue;
+      }
       if (s.rec == nullptr || storage::write_batch::key_of(*s.rec) != key) {
         if (committed)
           consumed_.push_back(key); // Stale only because of staged writes.
         continue;
       }
       if (s.rec->state == task_state::in_flight) {
-        expire_lease(now_ms, key, s);
+        // Met again by a reload or after a restart: the lease is what
+        // counts now (staged changes track theirs at the commit).
+        if (s.entry == nullptr)
+          track_lease(*s.rec);
         if (committed)
           consumed_.push_back(key);
         continue;
@@ -578,7 +637,6 @@ struct shard_logic::impl {
     rec.state = task_state::in_flight;
     ++rec.task.attempt;
     rec.lease_deadline_ms = saturating_add(now_ms, rec.task.policy.lease_ms);
-    rec.retry_at_ms = 0;
     fired_.push_back(
       fired_task{key, rec.fired_count, rec.task.attempt, now_ms});
     fired_ids_.insert(key.id);
@@ -588,8 +646,9 @@ struct shard_logic::impl {
     stage_replace(s, key);
   }
 
-  void expire_lease(int64_t now_ms, const due_key& key, slot& s) {
+  void expire_lease(int64_t now_ms, slot& s) {
     auto& rec = *s.rec;
+    auto before = storage::write_batch::key_of(rec);
     ++pending_.lease_expired;
     if (rec.task.attempt >= rec.task.policy.max_attempts) {
       ++pending_.dead_lettered;
@@ -600,7 +659,7 @@ struct shard_logic::impl {
     rec.lease_deadline_ms = 0;
     rec.retry_at_ms =
       saturating_add(now_ms, rec.task.policy.backoff_ms(rec.task.attempt));
-    stage_replace(s, key);
+    stage_replace(s, before);
   }
 
   // -- commit -----------------------------------------------------------------
@@ -612,16 +671,20 @@ struct shard_logic::impl {
       return out;
     }
     if (auto err = store_.commit(batch_)) {
-      // Every entry this batch took from the window goes back: the window
-      // is as it was before the batch.
+      // Every entry this batch took from the window or the leases goes
+      // back: both are as they were before the batch.
       for (const auto& key : consumed_)
         window_->on_put(key);
+      for (const auto& lease : leases_consumed_)
+        if (!leases_.contains(lease.id))
+          leases_.insert(lease.id, lease.due_ms);
       ++counters_.commit_failures;
       clear_staging();
       out.err = std::move(err);
       return out;
     }
     window_->on_write(batch_);
+    update_leases();
     // A parked entry of a task this batch changed is stale: on_write has
     // just put the task's current entry (if any) in its place.
     if (!parked_index_.empty())
@@ -632,6 +695,21 @@ struct shard_logic::impl {
     ++counters_.commits;
     clear_staging();
     return out;
+  }
+
+  /// Keeps the tracked leases in line with a committed batch.
+  void update_leases() {
+    for (const auto& op : batch_.ops()) {
+      const task_record* after = nullptr;
+      if (const auto* x = std::get_if<storage::write_batch::replace_op>(&op))
+        after = &x->after;
+      else if (const auto* y = std::get_if<storage::write_batch::put_op>(&op))
+        after = &y->rec;
+      if (after != nullptr && after->state == task_state::in_flight)
+        track_lease(*after);
+      else if (auto id = id_of(op); id != 0)
+        leases_.erase(id);
+    }
   }
 
   std::vector<v1::Delivery> build_deliveries() {
@@ -690,6 +768,8 @@ struct shard_logic::impl {
       at = window_->next_wakeup_ms();
     if (!backlog_.empty())
       at = std::min(at, next_token_ms());
+    if (auto lease = leases_.next_due())
+      at = std::min(at, *lease);
     return std::max(at, core::min_time_ms);
   }
 
@@ -708,6 +788,11 @@ struct shard_logic::impl {
   /// Store-held entries taken from the window or the backlog and acted
   /// upon in this batch: a rollback hands them back.
   std::vector<due_key> consumed_;
+  /// Lease deadlines of committed in-flight tasks (the due index keeps
+  /// their entries at the index time).
+  core::quad_heap leases_;
+  /// Leases popped in this batch: a rollback hands them back.
+  std::vector<core::timer_entry> leases_consumed_;
   /// Counter increments that the next commit makes real.
   shard_counters pending_;
   /// Dead letters of the store revived in this batch.
@@ -737,6 +822,7 @@ struct shard_logic::impl {
 
   /// Scratch space of `fire`, kept to save allocations.
   std::vector<due_key> keys_scratch_;
+  std::vector<core::timer_entry> leases_scratch_;
   std::vector<core::task_id> read_ids_;
   std::vector<task_record> fetched_;
   std::unordered_map<core::task_id, size_t> fetched_at_;

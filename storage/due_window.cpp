@@ -62,9 +62,13 @@ void due_window::on_write(const write_batch& batch) {
         using op_type = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<op_type, write_batch::put_op>)
           on_put(write_batch::key_of(x.rec));
-        else if constexpr (std::is_same_v<op_type, write_batch::replace_op>)
-          on_replace(x.before, write_batch::key_of(x.after));
-        else if constexpr (std::is_same_v<op_type, write_batch::erase_op>)
+        else if constexpr (std::is_same_v<op_type, write_batch::replace_op>) {
+          // The shard tracks in-flight tasks by their leases, not here.
+          if (x.after.state == task_state::in_flight)
+            on_erase(x.before);
+          else
+            on_replace(x.before, write_batch::key_of(x.after));
+        } else if constexpr (std::is_same_v<op_type, write_batch::erase_op>)
           on_erase(x.key);
         else if constexpr (std::is_same_v<op_type, write_batch::bury_op>)
           on_erase(x.key);

@@ -355,17 +355,23 @@ struct rocks_task_store::impl {
   }
 
   /// The due keys a task value that does not decode may still have: if the
-  /// bytes parse as a TaskRecord, its entries at the due time and at the
-  /// lease deadline (at most one of them exists).
+  /// bytes parse as a TaskRecord, its entries at the due time, the retry
+  /// time and the lease deadline (older stores index in-flight tasks
+  /// there); at most one of them exists.
   static std::vector<std::string> due_keys_of(std::string_view raw,
                                               core::task_id id) {
     v1::TaskRecord msg;
     if (raw.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
         !msg.ParseFromArray(raw.data(), static_cast<int>(raw.size())))
       return {};
-    std::vector<std::string> keys{encode_due({msg.due_ms(), id})};
-    if (msg.lease_deadline_ms() != msg.due_ms())
-      keys.push_back(encode_due({msg.lease_deadline_ms(), id}));
+    std::vector<std::string> keys;
+    for (int64_t at :
+         {msg.due_ms(), msg.retry_at_ms(), msg.lease_deadline_ms()})
+      if (at != 0 || keys.empty()) {
+        auto key = encode_due({at, id});
+        if (std::find(keys.begin(), keys.end(), key) == keys.end())
+          keys.push_back(std::move(key));
+      }
     return keys;
   }
 
@@ -414,11 +420,16 @@ struct rocks_task_store::impl {
       rec.stamp = stamp{next.epoch, ++next.last_seq};
       return rec;
     };
-    auto put_record = [&builder](const task_record& rec) -> core::error {
+    auto put_value = [&builder](const task_record& rec) -> core::error {
       auto bytes = encode(rec);
       if (!bytes)
         return bytes.err();
       builder.put(cf_tasks, encode_id(rec.task.id), *bytes);
+      return {};
+    };
+    auto put_record = [&](const task_record& rec) -> core::error {
+      if (auto err = put_value(rec))
+        return err;
       builder.put(cf_due, encode_due(write_batch::key_of(rec)), {});
       return {};
     };
@@ -427,6 +438,10 @@ struct rocks_task_store::impl {
                           return put_record(stamped(x.rec));
                         },
                         [&](const write_batch::replace_op& x) {
+                          // A delivery, touch or give-back keeps the index
+                          // entry: only the record changes.
+                          if (x.before == write_batch::key_of(x.after))
+                            return put_value(stamped(x.after));
                           builder.erase(cf_due, encode_due(x.before));
                           return put_record(stamped(x.after));
                         },

@@ -25,7 +25,9 @@ namespace dally::storage {
 /// - "tasks": id (8 bytes big-endian) -> TaskRecord.
 /// - "due": index time (8 bytes big-endian, sign bit flipped so negative
 ///   times sort first) + id (8 bytes big-endian) -> empty. One entry per
-///   live task, at task_record::index_ms().
+///   live task, at task_record::index_ms(), in flight or not. Stores
+///   written before 2026-11 keep an in-flight task's entry at its lease
+///   deadline instead; the shard moves such an entry when it meets it.
 /// - "keys": idempotency key bytes -> IdempotencyRecord.
 /// - "dead": id -> DeadLetter.
 /// - "meta": "shard" -> ShardMeta.

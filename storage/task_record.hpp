@@ -31,23 +31,29 @@ struct task_record {
   /// In flight: when the lease runs out.
   int64_t lease_deadline_ms = 0;
   /// Pending after a failed delivery or a nack: not before this instant
-  /// (0 when unset). Kept apart from `task.due_ms`, which stays the
-  /// occurrence's due time, the anchor of the recurrence.
+  /// (0 when unset); kept while the retry is in flight. Kept apart from
+  /// `task.due_ms`, which stays the occurrence's due time, the anchor of the
+  /// recurrence.
   int64_t retry_at_ms = 0;
   /// Occurrences fired and completed so far (periodic kinds).
   uint64_t fired_count = 0;
   /// Assigned by the store when the record is committed.
   storage::stamp stamp;
 
-  /// The instant the shard must next act on this task: the due time (or
-  /// the later retry time) while pending, the lease deadline while in
-  /// flight. The due-time index is keyed by it, so one ordered scan finds
-  /// both kinds of work.
+  /// The time of the task's entry in the due-time index: the due time, or
+  /// the later retry time. A delivery leaves it where it is (the in-flight
+  /// record keeps `retry_at_ms`), so firing rewrites only the record; the
+  /// shard tracks lease deadlines in memory and finds in-flight tasks
+  /// again, after a restart, through this entry.
   int64_t index_ms() const noexcept {
-    if (state == task_state::in_flight)
-      return lease_deadline_ms;
     return retry_at_ms != 0 && retry_at_ms > task.due_ms ? retry_at_ms
                                                          : task.due_ms;
+  }
+
+  /// The instant the shard must next act on this task: the lease deadline
+  /// while in flight, else `index_ms()`.
+  int64_t action_ms() const noexcept {
+    return state == task_state::in_flight ? lease_deadline_ms : index_ms();
   }
 
   friend bool operator==(const task_record&, const task_record&) = default;

@@ -13,6 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+
 #include "actors/shard_logic.hpp"
 #include "core/recurrence.hpp"
 #include "core/time_range.hpp"
@@ -30,6 +33,7 @@ using dally::actors::shard_options;
 using dally::actors::task_info;
 using dally::core::errc;
 using dally::core::task_id;
+using dally::storage::due_key;
 using dally::storage::task_state;
 using dally::storage::test::error_of;
 using dally::storage::test::temp_dir;
@@ -183,6 +187,14 @@ struct fixture {
     store.reset();
     rocks.reset();
     open();
+  }
+
+  /// The store's due index, in order.
+  std::vector<due_key> scan() {
+    auto got = rocks->scan_due({std::numeric_limits<int64_t>::min(), 0},
+                               std::numeric_limits<int64_t>::max(), 1000);
+    BOOST_REQUIRE(got);
+    return *got;
   }
 
   /// Rebuilds the logic with other options (same store).
@@ -1430,6 +1442,73 @@ BOOST_FIXTURE_TEST_CASE(restart_recovers_pending_and_in_flight, fixture) {
   BOOST_TEST((revoke(c) == change_outcome::completed));
   auto fresh = add(t0 + 10'000);
   BOOST_TEST(fresh > std::max({a, b, c}));
+}
+
+/// A due-index key as the store encodes it (time with the sign bit
+/// flipped, then the id, both big-endian).
+std::string raw_due_key(int64_t at_ms, task_id id) {
+  std::string out(16, '\0');
+  auto at = static_cast<uint64_t>(at_ms) ^ (uint64_t{1} << 63);
+  for (int i = 0; i < 8; ++i) {
+    out[i] = static_cast<char>(at >> (56 - 8 * i));
+    out[8 + i] = static_cast<char>(id >> (56 - 8 * i));
+  }
+  return out;
+}
+
+/// Moves one entry of the closed store's due index, with plain RocksDB.
+void move_due_entry(const std::string& path, const due_key& from,
+                    const due_key& to) {
+  rocksdb::Options options;
+  std::vector<std::string> names;
+  BOOST_REQUIRE(rocksdb::DB::ListColumnFamilies(options, path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const auto& name : names)
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions{});
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  BOOST_REQUIRE(
+    rocksdb::DB::Open(options, path, descriptors, &handles, &raw).ok());
+  std::unique_ptr<rocksdb::DB> db{raw};
+  for (auto* handle : handles)
+    if (handle->GetName() == "due") {
+      rocksdb::WriteBatch batch;
+      BOOST_REQUIRE(
+        batch.Delete(handle, raw_due_key(from.index_ms, from.id)).ok());
+      BOOST_REQUIRE(
+        batch.Put(handle, raw_due_key(to.index_ms, to.id), "").ok());
+      BOOST_REQUIRE(db->Write(rocksdb::WriteOptions{}, &batch).ok());
+    }
+  for (auto* handle : handles)
+    BOOST_REQUIRE(db->DestroyColumnFamilyHandle(handle).ok());
+  BOOST_REQUIRE(db->Close().ok());
+}
+
+BOOST_FIXTURE_TEST_CASE(an_older_stores_lease_entry_is_moved, fixture) {
+  // Stores written before deliveries left the due index alone keep an
+  // in-flight task's entry at its lease deadline: the shard still honours
+  // the lease and moves the entry to the task's index time.
+  auto id = add(t0);
+  auto d1 = fire_one(t0);
+  auto lease_ms = d1.lease_deadline_ms();
+  BOOST_REQUIRE((scan() == std::vector<due_key>{{t0, id}}));
+  logic.reset();
+  store.reset();
+  rocks.reset();
+  move_due_entry((dir.path() / "shard").string(), {t0, id}, {lease_ms, id});
+  open();
+  BOOST_REQUIRE((scan() == std::vector<due_key>{{lease_ms, id}}));
+  BOOST_TEST(fire(lease_ms - 1).empty());
+  BOOST_TEST(fire(lease_ms).empty());
+  BOOST_TEST((scan() == std::vector<due_key>{{t0, id}}));
+  BOOST_TEST((get(id).record.state == task_state::in_flight));
+  // The lease runs out: redelivered after the backoff, attempt 2.
+  BOOST_TEST(fire(lease_ms).empty());
+  BOOST_TEST((scan() == std::vector<due_key>{{lease_ms + backoff_ms, id}}));
+  auto d2 = fire_one(lease_ms + backoff_ms);
+  BOOST_TEST(d2.attempt() == 2u);
+  ack(d2);
+  BOOST_TEST(scan().empty());
 }
 
 BOOST_FIXTURE_TEST_CASE(maintain_syncs_and_expires, fixture) {

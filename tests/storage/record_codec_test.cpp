@@ -215,9 +215,12 @@ BOOST_AUTO_TEST_CASE(text_that_protobuf_cannot_read_back_is_refused) {
 
 BOOST_AUTO_TEST_CASE(index_time_is_the_retry_time_while_a_retry_waits) {
   auto rec = sample_record();
-  BOOST_TEST(rec.index_ms() == t0 + 5'042); // in flight: the lease deadline
+  // In flight: indexed where it was pending, acted on at the lease deadline.
+  BOOST_TEST(rec.index_ms() == t0 + 7'000);
+  BOOST_TEST(rec.action_ms() == t0 + 5'042);
   rec.state = task_state::pending;
   BOOST_TEST(rec.index_ms() == t0 + 7'000); // pending: the later retry time
+  BOOST_TEST(rec.action_ms() == t0 + 7'000);
   rec.retry_at_ms = 0;
   BOOST_TEST(rec.index_ms() == t0 + 42); // no retry: the due time
   rec.retry_at_ms = t0 + 1;

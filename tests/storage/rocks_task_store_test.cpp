@@ -191,7 +191,8 @@ BOOST_AUTO_TEST_CASE(put_get_replace_erase) {
   BOOST_REQUIRE(due.size() == 2u);
   BOOST_TEST(due[0].id == b.task.id);
   BOOST_TEST(due[1].id == a.task.id);
-  // Replace: a is delivered and now in flight; its index moves to the lease.
+  // Replace: a is delivered and now in flight; its index entry stays at
+  // the due time (the shard tracks leases in memory).
   auto a2 = *got_a;
   a2.state = task_state::in_flight;
   a2.lease_deadline_ms = t0 + 30'100;
@@ -205,7 +206,20 @@ BOOST_AUTO_TEST_CASE(put_get_replace_erase) {
   BOOST_TEST(got_a2->stamp.seq == 3u);
   due = scan_all(*store);
   BOOST_REQUIRE(due.size() == 2u);
-  BOOST_TEST((due[1] == due_key{t0 + 30'100, a.task.id}));
+  BOOST_TEST((due[1] == due_key{t0 + 100, a.task.id}));
+  // A nack puts it back with a retry time: the entry moves there.
+  auto a3 = *got_a2;
+  a3.state = task_state::pending;
+  a3.lease_deadline_ms = 0;
+  a3.retry_at_ms = t0 + 40'000;
+  batch.clear();
+  batch.replace(*got_a2, a3);
+  commit_ok(*store, batch);
+  got_a2 = ok(store->get(a.task.id));
+  BOOST_REQUIRE(got_a2);
+  due = scan_all(*store);
+  BOOST_REQUIRE(due.size() == 2u);
+  BOOST_TEST((due[1] == due_key{t0 + 40'000, a.task.id}));
   // Erase b.
   batch.clear();
   batch.erase(*got_b);
