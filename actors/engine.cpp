@@ -331,6 +331,10 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
     s.store.block_cache_bytes = cfg.block_cache_bytes;
     s.store.file_system = cfg.file_system;
     s.opts = cfg.shard;
+    if (s.opts.max_unanswered_per_topic == 0 &&
+        cfg.max_unanswered_per_topic > 0)
+      s.opts.max_unanswered_per_topic =
+        (cfg.max_unanswered_per_topic + cfg.shard_count - 1) / cfg.shard_count;
     s.engine = caf::actor_cast<caf::actor>(self);
     s.notifiers = st.notifiers;
     s.wall_clock_ms = cfg.wall_clock_ms;

@@ -47,6 +47,14 @@ struct shard_options {
 
   /// Page size of dead_letters when the request gives none.
   size_t dead_letter_page = 100;
+
+  /// Deliveries of one topic this shard fired that are not answered yet
+  /// (ack, nack, lease expiry or given back unsent). At the cap the topic's
+  /// due tasks wait in the shard until half of them are answered, so a
+  /// shard never fires faster than the topic's consumers take: what its
+  /// notifier would only queue, or send back, stays on disk. 0: no cap (the
+  /// engine sets its share of engine_config::max_unanswered_per_topic).
+  size_t max_unanswered_per_topic = 0;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade
@@ -86,6 +94,12 @@ struct engine_config {
   /// are queued; this bounds what they fired before they heard). More go
   /// back to their shard.
   uint32_t max_queued_per_topic = 10'000;
+
+  /// Deliveries of one topic fired and not answered yet, across the shards
+  /// (each gets an equal share, see shard_options). Keep it at most
+  /// max_queued_per_topic plus what the topic's consumers hold, so that no
+  /// delivery has to go back. 0: no cap.
+  uint32_t max_unanswered_per_topic = 10'000;
 
   /// Restarts of one shard within a minute before the supervisor gives up
   /// on it (its requests then fail with `unavailable`).

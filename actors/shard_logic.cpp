@@ -161,6 +161,11 @@ struct shard_logic::impl {
   struct topic_state {
     std::string name;
     bool available = false;
+    /// Deliveries fired and not yet answered (staged fires included).
+    uint64_t in_flight = 0;
+    /// At max_unanswered_per_topic: parks like an unavailable topic until
+    /// half of its deliveries have been answered.
+    bool saturated = false;
     /// Entries dropped from memory since the last reload (still due).
     uint64_t dropped = 0;
     /// Parked index entries by parking sequence, oldest first.
@@ -322,9 +327,38 @@ struct shard_logic::impl {
     return it->second;
   }
 
-  bool topic_available(const std::string& name) const {
+  /// Whether due tasks of `name` may fire now.
+  bool topic_open(const std::string& name) const {
     auto it = topics_.find(name);
-    return it != topics_.end() && it->second.available;
+    return it != topics_.end() && it->second.available && !it->second.saturated;
+  }
+
+  /// Counts `id` as an unanswered delivery of its topic (once).
+  void count_in_flight(core::task_id id, const std::string& topic_name) {
+    auto [it, added] = in_flight_topics_.try_emplace(id, nullptr);
+    if (!added)
+      return;
+    auto& ts = topic(topic_name);
+    it->second = &ts;
+    ++ts.in_flight;
+    auto cap = opts_.max_unanswered_per_topic;
+    if (cap > 0 && ts.in_flight >= cap)
+      ts.saturated = true;
+  }
+
+  /// `id` is no longer in flight; its topic reopens at half its cap.
+  void uncount_in_flight(core::task_id id) {
+    auto it = in_flight_topics_.find(id);
+    if (it == in_flight_topics_.end())
+      return;
+    auto& ts = *it->second;
+    in_flight_topics_.erase(it);
+    --ts.in_flight;
+    if (ts.saturated && ts.in_flight <= opts_.max_unanswered_per_topic / 2) {
+      ts.saturated = false;
+      if (ts.available)
+        release_parked(ts);
+    }
   }
 
   void update_waiting(const topic_state& ts) {
@@ -375,12 +409,18 @@ struct shard_logic::impl {
         return; // Unknown topics are unavailable.
       auto& ts = it->second;
       ts.available = false;
-      if (ts.parked.empty() && ts.dropped == 0)
+      if (ts.parked.empty() && ts.dropped == 0 && ts.in_flight == 0)
         topics_.erase(it);
       return;
     }
     auto& ts = topic(name);
     ts.available = true;
+    if (!ts.saturated)
+      release_parked(ts);
+  }
+
+  /// Puts the parked entries of an open topic back into the window.
+  void release_parked(topic_state& ts) {
     for (const auto& [seq, key] : ts.parked) {
       parked_order_.erase(seq);
       parked_index_.erase(key.id);
@@ -406,7 +446,7 @@ struct shard_logic::impl {
     for (auto it = topics_.begin(); it != topics_.end();) {
       it->second.parked.clear();
       it->second.dropped = 0;
-      if (it->second.available)
+      if (it->second.available || it->second.in_flight > 0)
         ++it;
       else
         it = topics_.erase(it);
@@ -539,6 +579,7 @@ struct shard_logic::impl {
   void track_lease(const task_record& rec) {
     if (!leases_.update(rec.task.id, rec.lease_deadline_ms))
       leases_.insert(rec.task.id, rec.lease_deadline_ms);
+    count_in_flight(rec.task.id, rec.task.topic);
   }
 
   /// Acts on popped index entries: fires, expires leases, parks, paces or
@@ -606,7 +647,7 @@ struct shard_logic::impl {
           consumed_.push_back(key);
         continue;
       }
-      if (!topic_available(s.rec->task.topic)) {
+      if (!topic_open(s.rec->task.topic)) {
         // An entry that only the staged batch holds comes back with the
         // commit (on_write), so it needs no parking.
         if (committed)
@@ -640,6 +681,7 @@ struct shard_logic::impl {
     fired_.push_back(
       fired_task{key, rec.fired_count, rec.task.attempt, now_ms});
     fired_ids_.insert(key.id);
+    count_in_flight(key.id, rec.task.topic);
     ++pending_.fired;
     if (rec.task.attempt > 1)
       ++pending_.redelivered;
@@ -678,6 +720,9 @@ struct shard_logic::impl {
       for (const auto& lease : leases_consumed_)
         if (!leases_.contains(lease.id))
           leases_.insert(lease.id, lease.due_ms);
+      // The batch's fires did not happen (each task was pending before).
+      for (const auto& f : fired_)
+        uncount_in_flight(f.key.id);
       ++counters_.commit_failures;
       clear_staging();
       out.err = std::move(err);
@@ -707,8 +752,10 @@ struct shard_logic::impl {
         after = &y->rec;
       if (after != nullptr && after->state == task_state::in_flight)
         track_lease(*after);
-      else if (auto id = id_of(op); id != 0)
+      else if (auto id = id_of(op); id != 0) {
         leases_.erase(id);
+        uncount_in_flight(id);
+      }
     }
   }
 
@@ -806,6 +853,8 @@ struct shard_logic::impl {
 
   /// Topics known to have a consumer, or with parked entries.
   std::unordered_map<std::string, topic_state> topics_;
+  /// The topic of each task in flight (its count is in topic_state).
+  std::unordered_map<core::task_id, topic_state*> in_flight_topics_;
   std::unordered_map<core::task_id, std::pair<topic_state*, uint64_t>>
     parked_index_;
   /// Parking sequence -> task, oldest first, across topics.

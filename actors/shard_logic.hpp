@@ -100,9 +100,11 @@ struct shard_counters {
 /// them as deliveries, to be sent only after the commit, so that a delivered
 /// attempt is always durable and redeliveries always carry attempt + 1.
 ///
-/// Topics without a consumer: due tasks of a topic marked unavailable are
-/// not delivered; they are parked in memory (counted as waiting) and come
-/// back when the topic becomes available. Beyond `window.max_in_memory`
+/// Topics without a consumer: due tasks of a topic marked unavailable, or
+/// with `max_unanswered_per_topic` deliveries fired and unanswered, are not
+/// delivered; they are parked in memory (counted as waiting) and come back
+/// when the topic becomes available, or half of its deliveries have been
+/// answered. Beyond `window.max_in_memory`
 /// parked entries the oldest are dropped from memory (they stay on disk) and
 /// the window is reloaded from the store when their topic becomes available.
 ///
@@ -244,8 +246,9 @@ public:
   /// Index entries in the window's heap.
   size_t window_size() const noexcept;
 
-  /// Parked due tasks per topic without a consumer, including those
-  /// dropped from memory (beyond window.max_in_memory) until the reload.
+  /// Parked due tasks per topic without a consumer (or at its cap of
+  /// unanswered deliveries), including those dropped from memory (beyond
+  /// window.max_in_memory) until the reload.
   const std::map<std::string, uint64_t>& waiting() const noexcept;
 
   /// Backlog entries waiting for their paced turn.

@@ -77,6 +77,7 @@ public:
   size_t max_in_flight_per_consumer = 1000;
   size_t max_in_flight_total = 100'000;
   size_t max_queued_per_topic = 10'000;
+  size_t max_unanswered_per_topic = 10'000;
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
 
@@ -129,6 +130,9 @@ public:
       .add(max_queued_per_topic, "max-queued-per-topic",
            "fired deliveries a notifier queues per topic beyond its "
            "consumers' slots (default 10000)")
+      .add(max_unanswered_per_topic, "max-unanswered-per-topic",
+           "fired and unanswered deliveries per topic across shards; 0: no "
+           "cap (default 10000)")
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(block_cache_mb, "block-cache-mb",
@@ -269,6 +273,10 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.max_queued_per_topic < 1 || cfg.max_queued_per_topic > UINT32_MAX)
     return "--max-queued-per-topic must be in [1, 2^32)";
   out.max_queued_per_topic = static_cast<uint32_t>(cfg.max_queued_per_topic);
+  if (cfg.max_unanswered_per_topic > UINT32_MAX)
+    return "--max-unanswered-per-topic must be in [0, 2^32)";
+  out.max_unanswered_per_topic =
+    static_cast<uint32_t>(cfg.max_unanswered_per_topic);
   if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
     return "--write-buffer-mb must be in [1, 65536]";
   out.write_buffer_bytes = cfg.write_buffer_mb << 20;

@@ -1165,6 +1165,58 @@ BOOST_FIXTURE_TEST_CASE(unavailable_topics_park_and_release, fixture) {
   BOOST_TEST(logic->waiting().at("slow") == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_topic_at_its_cap_waits_for_answers, fixture) {
+  auto next = opts;
+  next.max_unanswered_per_topic = 4;
+  reconfigure(next);
+  logic->set_topic_available("other", true);
+  std::vector<task_id> jobs;
+  for (int i = 0; i < 10; ++i)
+    jobs.push_back(add(t0 + i));
+  auto other = add(t0 + 5, "o", "other");
+  auto got = fire_all(t0 + 100);
+  // Four of `jobs` in due order; the other topic is not held back.
+  BOOST_REQUIRE_EQUAL(got.size(), 5u);
+  std::vector<task_id> fired;
+  for (const auto& d : got)
+    if (d.topic() == "jobs")
+      fired.push_back(d.id().task_id());
+  BOOST_TEST(std::vector<task_id>(fired) ==
+               std::vector<task_id>(jobs.begin(), jobs.begin() + 4),
+             boost::test_tools::per_element());
+  BOOST_TEST(logic->waiting().at("jobs") == 6u);
+  BOOST_TEST(logic->next_wakeup_ms() > t0 + 100);
+  std::map<task_id, v1::Delivery> held;
+  for (const auto& d : got)
+    held.emplace(d.id().task_id(), d);
+  // One answer leaves three unanswered: still above half the cap.
+  ack(held.at(jobs[0]));
+  BOOST_TEST(fire_all(t0 + 100).empty());
+  // A nack answers too (its retry is a pending task again).
+  auto err = logic->nack(now, ref_of(held.at(jobs[1])), 60'000);
+  BOOST_REQUIRE(!err);
+  BOOST_REQUIRE(commit().empty());
+  // Two left: the topic reopens and fires up to the cap again.
+  got = fire_all(t0 + 100);
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_TEST(got[0].id().task_id() == jobs[4]);
+  BOOST_TEST(got[1].id().task_id() == jobs[5]);
+  ack(held.at(other));
+  BOOST_TEST(fire_all(t0 + 100).empty());
+  // A lease expiry answers as well.
+  got = fire_all(t0 + 100 + lease_ms);
+  BOOST_TEST(logic->counters().lease_expired == 4u);
+  BOOST_TEST(got.size() == 4u);
+  // A restart counts what is still in flight again: the retries of the
+  // expired four wait until two of the new four are answered.
+  restart();
+  BOOST_TEST(fire_all(now + backoff_ms).empty());
+  BOOST_TEST(logic->waiting().at("jobs") == 4u);
+  ack(got[0]);
+  ack(got[1]);
+  BOOST_TEST(fire_all(now).size() == 2u);
+}
+
 BOOST_FIXTURE_TEST_CASE(parked_then_revoked_or_moved, fixture) {
   auto gone = add(t0, "x", "slow");
   auto moved = add(t0, "y", "slow");
