@@ -582,8 +582,8 @@ struct shard_logic::impl {
     count_in_flight(rec.task.id, rec.task.topic);
   }
 
-  /// Acts on popped index entries: fires, expires leases, parks, paces or
-  /// skips stale ones.
+  /// Acts on popped index entries: fires, tracks the leases of in-flight
+  /// tasks met again, parks, paces or skips stale ones.
   core::error process(int64_t now_ms, const std::vector<due_key>& keys,
                       bool from_backlog) {
     read_ids_.clear();
