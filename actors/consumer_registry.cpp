@@ -21,6 +21,7 @@ namespace {
 struct subscription {
   consumer_actor handle;
   uint32_t max_in_flight = 1;
+  uint32_t max_batch = 1;
 };
 
 struct registry_state {
@@ -28,6 +29,7 @@ struct registry_state {
 
   std::vector<caf::actor> notifiers;
   uint32_t default_max_in_flight = 1000;
+  uint32_t default_max_batch = 64;
   /// Topic -> consumers, in subscription order.
   std::map<std::string, std::vector<subscription>> topics;
   /// Consumer -> how many topics it consumes (monitored while > 0).
@@ -42,17 +44,55 @@ void publish(registry_actor* self, const std::string& topic) {
   msg.topic = topic;
   if (auto i = st.topics.find(topic); i != st.topics.end())
     for (auto& sub : i->second)
-      msg.consumers.emplace_back(sub.handle, sub.max_in_flight);
+      msg.consumers.push_back(
+        consumer_entry{sub.handle, sub.max_in_flight, sub.max_batch});
   auto& target = st.notifiers[hash_index(topic, st.notifiers.size())];
   self->send(target, std::move(msg));
 }
 
+/// Adds `consumer` to the request's topic, or updates its limits there.
+caf::result<empty_reply> subscribe(registry_actor* self,
+                                   const v1::SubscribeRequest& req,
+                                   consumer_actor consumer, bool batches) {
+  auto& st = self->state;
+  const auto& topic = req.topic();
+  if (topic.empty())
+    return make_caf_error(core::errc::invalid_topic, "topic is empty");
+  if (!consumer)
+    return make_caf_error(core::errc::invalid_request,
+                          "subscribe needs a consumer actor");
+  auto cap = req.max_in_flight() == 0
+               ? st.default_max_in_flight
+               : std::min(req.max_in_flight(), st.default_max_in_flight);
+  uint32_t batch = 1;
+  if (batches) {
+    batch = req.max_batch() == 0 ? st.default_max_batch : req.max_batch();
+    batch = std::min({batch, cap, max_batch_limit});
+  }
+  auto& subs = st.topics[topic];
+  auto i = std::find_if(subs.begin(), subs.end(),
+                        [&](auto& s) { return s.handle == consumer; });
+  if (i != subs.end()) {
+    i->max_in_flight = cap;
+    i->max_batch = batch;
+  } else {
+    subs.push_back(subscription{consumer, cap, batch});
+    if (st.watched[consumer.address()]++ == 0)
+      self->monitor(consumer);
+  }
+  publish(self, topic);
+  return empty_reply{};
+}
+
 caf::behavior registry_impl(registry_actor* self,
                             std::vector<caf::actor> notifiers,
-                            uint32_t default_max_in_flight) {
+                            uint32_t default_max_in_flight,
+                            uint32_t default_max_batch) {
   auto& st = self->state;
   st.notifiers = std::move(notifiers);
   st.default_max_in_flight = default_max_in_flight;
+  st.default_max_batch =
+    std::clamp<uint32_t>(default_max_batch, 1, max_batch_limit);
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
     if (st.watched.erase(msg.source) == 0)
@@ -74,28 +114,15 @@ caf::behavior registry_impl(registry_actor* self,
   return {
     [self](subscribe_request& req,
            consumer_actor& consumer) -> caf::result<empty_reply> {
-      auto& st = self->state;
-      const auto& topic = req.pb.topic();
-      if (topic.empty())
-        return make_caf_error(core::errc::invalid_topic, "topic is empty");
-      if (!consumer)
+      if (req.pb.max_batch() > 1)
         return make_caf_error(core::errc::invalid_request,
-                              "subscribe needs a consumer actor");
-      auto cap = req.pb.max_in_flight() == 0
-                   ? st.default_max_in_flight
-                   : std::min(req.pb.max_in_flight(), st.default_max_in_flight);
-      auto& subs = st.topics[topic];
-      auto i = std::find_if(subs.begin(), subs.end(),
-                            [&](auto& s) { return s.handle == consumer; });
-      if (i != subs.end()) {
-        i->max_in_flight = cap;
-      } else {
-        subs.push_back(subscription{consumer, cap});
-        if (st.watched[consumer.address()]++ == 0)
-          self->monitor(consumer);
-      }
-      publish(self, topic);
-      return empty_reply{};
+                              "max_batch above 1 needs a batch consumer "
+                              "(dally::batch_consumer_actor)");
+      return subscribe(self, req.pb, std::move(consumer), false);
+    },
+    [self](subscribe_request& req,
+           batch_consumer_actor& consumer) -> caf::result<empty_reply> {
+      return subscribe(self, req.pb, std::move(consumer), true);
     },
     [self](unsubscribe_request& req,
            consumer_actor& consumer) -> caf::result<empty_reply> {
@@ -133,8 +160,10 @@ caf::behavior registry_impl(registry_actor* self,
 
 caf::actor spawn_consumer_registry(caf::actor_system& sys,
                                    std::vector<caf::actor> notifiers,
-                                   uint32_t default_max_in_flight) {
-  return sys.spawn(registry_impl, std::move(notifiers), default_max_in_flight);
+                                   uint32_t default_max_in_flight,
+                                   uint32_t default_max_batch) {
+  return sys.spawn(registry_impl, std::move(notifiers), default_max_in_flight,
+                   default_max_batch);
 }
 
 } // namespace dally::actors

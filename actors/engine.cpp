@@ -363,7 +363,8 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
     self->link_to(st.notifiers.back());
   }
   st.registry = spawn_consumer_registry(sys, st.notifiers,
-                                        st.cfg.max_in_flight_per_consumer);
+                                        st.cfg.max_in_flight_per_consumer,
+                                        st.cfg.default_max_batch);
   self->link_to(st.registry);
   st.supervisor = spawn_supervisor(sys, me, shard_setups(self),
                                    st.cfg.max_restarts_per_minute);
@@ -414,6 +415,9 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
     [self](subscribe_request& req, consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
     },
+    [self](subscribe_request& req, batch_consumer_actor& consumer) {
+      self->delegate(self->state.registry, std::move(req), std::move(consumer));
+    },
     [self](unsubscribe_request& req, consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
     },
@@ -428,6 +432,17 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
       auto& shard = self->state.shards[owner(self, msg.ref.id)];
       if (shard)
         self->send(shard, msg);
+    },
+    [self](settle_batch_msg& msg) {
+      // Before a notifier knows a shard; a shard that is down misses its
+      // verdicts, and the leases redeliver those tasks.
+      auto& st = self->state;
+      std::vector<settle_batch_msg> parts(st.shards.size());
+      for (auto& item : msg.items)
+        parts[owner(self, item.ref.id)].items.push_back(std::move(item));
+      for (size_t i = 0; i < parts.size(); ++i)
+        if (!parts[i].items.empty() && st.shards[i])
+          self->send(st.shards[i], std::move(parts[i]));
     },
     [self](topic_status_msg& msg) {
       auto& st = self->state;

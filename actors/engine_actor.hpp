@@ -14,6 +14,16 @@ namespace dally {
 using consumer_actor = caf::typed_actor<
   caf::replies_to<actors::delivery_msg>::with<actors::delivery_reply>>;
 
+/// A consumer that also takes deliveries in batches: the engine sends it
+/// up to its subscription's `max_batch` deliveries in one message and it
+/// answers them all at once, which costs the node one request, one answer
+/// and one timer per batch instead of per delivery. It is a consumer_actor
+/// too (a delivery may still come alone).
+using batch_consumer_actor = caf::typed_actor<
+  caf::replies_to<actors::delivery_msg>::with<actors::delivery_reply>,
+  caf::replies_to<actors::delivery_batch_msg>::with<
+    actors::delivery_batch_reply>>;
+
 /// The engine's public interface, the same embedded and remote. Every
 /// request is answered with its reply or a `caf::error` whose category is
 /// `dally` and whose code is a `core::errc` (see actors/error.hpp).
@@ -29,6 +39,8 @@ using engine_actor = caf::typed_actor<
   caf::replies_to<actors::get_request>::with<actors::get_reply>,
   caf::replies_to<actors::subscribe_request,
                   consumer_actor>::with<actors::empty_reply>,
+  caf::replies_to<actors::subscribe_request,
+                  batch_consumer_actor>::with<actors::empty_reply>,
   caf::replies_to<actors::unsubscribe_request,
                   consumer_actor>::with<actors::empty_reply>,
   caf::replies_to<actors::ack_request>::with<actors::empty_reply>,

@@ -85,6 +85,12 @@ struct engine_config {
   /// for fewer when subscribing.
   uint32_t max_in_flight_per_consumer = 1000;
 
+  /// Deliveries per message to a batch consumer (batch_consumer_actor)
+  /// that leaves `max_batch` at 0 when subscribing; 1 to 1024. Batches
+  /// form only when several deliveries wait for the consumer at once, so
+  /// a batch never holds a delivery back.
+  uint32_t default_max_batch = 64;
+
   /// Deliveries held unanswered across all consumers of one notifier;
   /// beyond it, fired tasks wait in the notifier's queue.
   uint32_t max_in_flight_total = 100'000;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,10 +57,33 @@ struct topic_status_msg {
   bool available = false;
 };
 
+/// One consumer of a topic, as the registry tells its notifier.
+struct consumer_entry {
+  consumer_actor handle;
+  uint32_t max_in_flight = 1;
+  /// Deliveries per message; above 1 only for a batch_consumer_actor.
+  uint32_t max_batch = 1;
+};
+
 /// Registry -> notifier: the consumers of one topic now.
 struct consumers_msg {
   std::string topic;
-  std::vector<std::pair<consumer_actor, uint32_t>> consumers;
+  std::vector<consumer_entry> consumers;
+};
+
+/// One verdict of a batch consumer, for the task's shard.
+struct settle_item {
+  delivery_ref ref;
+  bool ack = true;
+  /// Nack only: retry after this delay (unset: the task's backoff).
+  std::optional<int64_t> retry_in_ms;
+};
+
+/// Notifier -> shard (through the engine until the shard has announced
+/// itself): the acks and nacks of one batch answer for that shard's tasks,
+/// in one message instead of one each.
+struct settle_batch_msg {
+  std::vector<settle_item> items;
 };
 
 /// Registry -> notifiers: a consumer died.
@@ -114,6 +138,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::requeue_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::undelivered_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::topic_status_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumers_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::settle_batch_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumer_down_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_up_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_down_msg)

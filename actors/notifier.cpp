@@ -26,7 +26,9 @@ struct notifier_state {
   std::vector<caf::actor> shards;
   std::unique_ptr<dispatcher> logic;
   std::function<int64_t()> wall_clock_ms;
-  std::unordered_map<consumer_id, consumer_actor> consumers;
+  /// Handle and deliveries per message of each known consumer.
+  std::unordered_map<consumer_id, std::pair<consumer_actor, uint32_t>>
+    consumers;
   dispatch_effects fx;
   /// The armed expiry check: its generation and wall-clock target.
   uint64_t expire_generation = 0;
@@ -65,7 +67,7 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
   auto timeout_ms =
     std::max<int64_t>(1, d.lease_deadline_ms() - st.wall_clock_ms());
   self
-    ->request(i->second, std::chrono::milliseconds{timeout_ms},
+    ->request(i->second.first, std::chrono::milliseconds{timeout_ms},
               delivery_msg{std::move(d)})
     .then(
       [self, cid, ref](delivery_reply& reply) {
@@ -105,6 +107,126 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
       });
 }
 
+/// Sends a batch consumer several deliveries in one request, timed out at
+/// the earliest of their lease deadlines; its answer settles them all, and
+/// the acks and nacks go to each shard in one message.
+void send_batch(notifier_actor* self, consumer_id cid,
+                std::vector<v1::Delivery> items) {
+  auto& st = self->state;
+  auto i = st.consumers.find(cid);
+  if (i == st.consumers.end()) {
+    for (auto& d : items)
+      st.logic->failed(cid, ref_of(d), false, st.wall_clock_ms(), st.fx);
+    return;
+  }
+  std::vector<delivery_ref> refs;
+  refs.reserve(items.size());
+  int64_t deadline_ms = std::numeric_limits<int64_t>::max();
+  v1::DeliveryBatch batch;
+  batch.mutable_deliveries()->Reserve(static_cast<int>(items.size()));
+  for (auto& d : items) {
+    refs.push_back(ref_of(d));
+    deadline_ms = std::min(deadline_ms, d.lease_deadline_ms());
+    *batch.add_deliveries() = std::move(d);
+  }
+  auto timeout_ms = std::max<int64_t>(1, deadline_ms - st.wall_clock_ms());
+  auto handle = caf::actor_cast<caf::actor>(i->second.first);
+  self
+    ->request(handle, std::chrono::milliseconds{timeout_ms},
+              delivery_batch_msg{std::move(batch)})
+    .then(
+      [self, cid, refs](delivery_batch_reply& reply) {
+        auto& st = self->state;
+        auto now_ms = st.wall_clock_ms();
+        // By target shard (or the engine): the verdicts to settle.
+        std::vector<std::pair<caf::actor, settle_batch_msg>> out;
+        const auto& verdicts = reply.pb.replies();
+        for (size_t k = 0; k < refs.size(); ++k) {
+          st.logic->answered(cid, refs[k], now_ms, st.fx);
+          if (k >= static_cast<size_t>(verdicts.size()))
+            continue; // No verdict: VERDICT_LATER, the lease decides.
+          const auto& v = verdicts[static_cast<int>(k)];
+          settle_item item{refs[k], true, std::nullopt};
+          if (v.verdict() == v1::DeliveryReply::VERDICT_NACK) {
+            item.ack = false;
+            if (v.has_retry_in_ms())
+              item.retry_in_ms = v.retry_in_ms();
+          } else if (v.verdict() != v1::DeliveryReply::VERDICT_ACK) {
+            continue;
+          }
+          const auto& target = settle_target(self, refs[k].id);
+          auto j = std::find_if(out.begin(), out.end(),
+                                [&](auto& p) { return p.first == target; });
+          if (j == out.end()) {
+            out.emplace_back(target, settle_batch_msg{});
+            j = std::prev(out.end());
+          }
+          j->second.items.push_back(std::move(item));
+        }
+        for (auto& [target, msg] : out)
+          caf::anon_send(target, std::move(msg));
+        act(self);
+      },
+      [self, cid, refs](caf::error& err) {
+        auto& st = self->state;
+        bool timeout = err == caf::sec::request_timeout;
+        auto now_ms = st.wall_clock_ms();
+        for (auto& ref : refs)
+          st.logic->failed(cid, ref, timeout, now_ms, st.fx);
+        act(self);
+      });
+}
+
+/// Payload bytes one batch message carries at most (a larger delivery goes
+/// alone), so that a batch of big payloads stays a sane message.
+constexpr size_t max_batch_payload_bytes = size_t{1} << 20;
+
+/// Sends what the dispatcher chose: one message per delivery to a plain
+/// consumer; to a batch consumer, its deliveries of this round in batches
+/// of up to its `max_batch`, in the dispatcher's order.
+void send_all(notifier_actor* self,
+              std::vector<std::pair<consumer_id, v1::Delivery>> sends) {
+  auto& st = self->state;
+  std::unordered_map<consumer_id, std::vector<v1::Delivery>> pending;
+  std::vector<consumer_id> order;
+  for (auto& [cid, d] : sends) {
+    auto i = st.consumers.find(cid);
+    if (i == st.consumers.end() || i->second.second <= 1) {
+      send_one(self, cid, std::move(d));
+      continue;
+    }
+    auto [p, added] = pending.try_emplace(cid);
+    if (added)
+      order.push_back(cid);
+    p->second.push_back(std::move(d));
+  }
+  for (auto cid : order) {
+    auto& items = pending[cid];
+    size_t max_batch = st.consumers[cid].second;
+    if (items.size() == 1) {
+      send_one(self, cid, std::move(items.front()));
+      continue;
+    }
+    std::vector<v1::Delivery> batch;
+    size_t bytes = 0;
+    for (auto& d : items) {
+      auto size = d.payload().size();
+      if (!batch.empty() && (batch.size() == max_batch ||
+                             bytes + size > max_batch_payload_bytes)) {
+        send_batch(self, cid, std::move(batch));
+        batch.clear();
+        bytes = 0;
+      }
+      bytes += size;
+      batch.push_back(std::move(d));
+    }
+    if (batch.size() == 1)
+      send_one(self, cid, std::move(batch.front()));
+    else
+      send_batch(self, cid, std::move(batch));
+  }
+}
+
 /// Keeps one expiry check armed, at the dispatcher's next one. Armed after
 /// `deliver` (which may start a queue) and after each check (which re-arms
 /// for the new fronts); a front with a shorter lease than the one before
@@ -136,8 +258,7 @@ void act(notifier_actor* self) {
       self->send(st.engine, requeue_msg{ref});
     for (auto& [topic, available] : fx.availability)
       self->send(st.engine, topic_status_msg{topic, available});
-    for (auto& [cid, d] : fx.send)
-      send_one(self, cid, std::move(d));
+    send_all(self, std::move(fx.send));
   }
 }
 
@@ -174,10 +295,10 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
       auto& st = self->state;
       std::vector<consumer_slot> slots;
       slots.reserve(msg.consumers.size());
-      for (auto& [handle, cap] : msg.consumers) {
-        auto cid = handle.id();
-        st.consumers[cid] = handle;
-        slots.push_back(consumer_slot{cid, cap});
+      for (auto& c : msg.consumers) {
+        auto cid = c.handle.id();
+        st.consumers[cid] = {c.handle, c.max_batch};
+        slots.push_back(consumer_slot{cid, c.max_in_flight});
       }
       st.logic->set_consumers(msg.topic, std::move(slots), st.wall_clock_ms(),
                               st.fx);

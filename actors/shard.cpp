@@ -376,6 +376,21 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       arm(self);
       return reply;
     },
+    [self](settle_batch_msg& msg) {
+      // Verdicts a consumer gave with its answer: a refused one (stale,
+      // unknown) has nobody to tell, as with a single ack or nack.
+      auto& logic = *self->state.logic;
+      auto now = wall_now(self);
+      bool changed = false;
+      for (auto& item : msg.items) {
+        auto err = item.ack ? logic.ack(now, item.ref)
+                            : logic.nack(now, item.ref, item.retry_in_ms);
+        changed = changed || !err;
+      }
+      if (changed)
+        schedule_flush(self);
+      arm(self);
+    },
     [self](touch_request& req) -> caf::result<empty_reply> {
       auto res = self->state.logic->touch(wall_now(self), ref_of(req.pb.id()),
                                           req.pb.extend_ms());

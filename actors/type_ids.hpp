@@ -34,5 +34,8 @@ CAF_ADD_TYPE_ID(dally, (dally::actors::dead_letters_reply))
 CAF_ADD_TYPE_ID(dally, (dally::actors::kick_request))
 CAF_ADD_TYPE_ID(dally, (dally::consumer_actor))
 CAF_ADD_TYPE_ID(dally, (dally::engine_actor))
+CAF_ADD_TYPE_ID(dally, (dally::actors::delivery_batch_msg))
+CAF_ADD_TYPE_ID(dally, (dally::actors::delivery_batch_reply))
+CAF_ADD_TYPE_ID(dally, (dally::batch_consumer_actor))
 
 CAF_END_TYPE_ID_BLOCK(dally)

@@ -75,6 +75,7 @@ public:
   size_t max_topic_bytes = 256;
   size_t notifiers = 2;
   size_t max_in_flight_per_consumer = 1000;
+  size_t default_max_batch = 64;
   size_t max_in_flight_total = 100'000;
   size_t max_queued_per_topic = 10'000;
   size_t max_unanswered_per_topic = 10'000;
@@ -125,6 +126,9 @@ public:
            "actors delivering fired tasks to consumers (default 2)")
       .add(max_in_flight_per_consumer, "max-in-flight-per-consumer",
            "unanswered deliveries one consumer may hold (default 1000)")
+      .add(default_max_batch, "default-max-batch",
+           "deliveries per message to a batch consumer that asks for no "
+           "size (default 64, at most 1024)")
       .add(max_in_flight_total, "max-in-flight-total",
            "unanswered deliveries per notifier (default 100000)")
       .add(max_queued_per_topic, "max-queued-per-topic",
@@ -267,6 +271,9 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-in-flight-per-consumer must be in [1, 2^32)";
   out.max_in_flight_per_consumer =
     static_cast<uint32_t>(cfg.max_in_flight_per_consumer);
+  if (cfg.default_max_batch < 1 || cfg.default_max_batch > 1024)
+    return "--default-max-batch must be in [1, 1024]";
+  out.default_max_batch = static_cast<uint32_t>(cfg.default_max_batch);
   if (cfg.max_in_flight_total < 1 || cfg.max_in_flight_total > UINT32_MAX)
     return "--max-in-flight-total must be in [1, 2^32)";
   out.max_in_flight_total = static_cast<uint32_t>(cfg.max_in_flight_total);

@@ -20,6 +20,8 @@
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
 //     --durability sync,none --producers N (2) --outstanding N (4 requests
 //     per producer) --batch N (256) --consumers N (2) --max-in-flight N
+//     --max-batch N (deliveries per message; 0: the engine's default, 64;
+//     1: plain consumers, one delivery per message)
 //   lateness: --small-pending N (100k) --large-pending N (10M)
 //     --in-window-pending N (100k) --warmup-s S (2) --measure-s S (4)
 //     --load-factor F (0.7) --stream-rate R (instead of F x measured max)
@@ -125,6 +127,9 @@ struct settings {
   uint32_t consumers = 2;
   /// Per consumer; 0: the engine's default (max_in_flight_per_consumer).
   uint32_t max_in_flight = 0;
+  /// Deliveries per message to a consumer: 1 spawns plain consumers, else
+  /// batch consumers asking for this many (0: the engine's default).
+  uint32_t max_batch = 0;
   /// Memtable bytes per column family; 0: the engine's default.
   size_t write_buffer_bytes = 0;
   // Lateness.
@@ -272,9 +277,10 @@ std::string child_args(const settings& s) {
       << " --tasks " << s.tasks << " --producers " << s.producers << " --batch "
       << s.batch << " --outstanding " << s.outstanding << " --consumers "
       << s.consumers << " --max-in-flight " << s.max_in_flight
-      << " --rss-tasks " << s.rss_tasks << " --rss-write-buffer "
-      << s.rss_write_buffer_bytes << " --write-buffer " << s.write_buffer_bytes
-      << " --caf-threads " << s.caf_threads;
+      << " --max-batch " << s.max_batch << " --rss-tasks " << s.rss_tasks
+      << " --rss-write-buffer " << s.rss_write_buffer_bytes
+      << " --write-buffer " << s.write_buffer_bytes << " --caf-threads "
+      << s.caf_threads;
   return out.str();
 }
 
@@ -399,14 +405,23 @@ v1::StatsReply stats_or_die(caf::scoped_actor& self,
 std::vector<caf::actor>
 spawn_consumers(caf::actor_system& sys, caf::scoped_actor& self,
                 const engine_actor& engine, const std::string& topic,
-                uint32_t n, uint32_t max_in_flight,
+                uint32_t n, uint32_t max_in_flight, uint32_t max_batch,
                 std::shared_ptr<bench::consumer_tally> tally) {
   std::vector<caf::actor> out;
   for (uint32_t i = 0; i < n; ++i) {
-    auto handle = sys.spawn(bench::counting_consumer, tally);
-    if (auto err = bench::subscribe(self, engine, topic, handle, max_in_flight))
+    caf::error err;
+    if (max_batch == 1) {
+      auto handle = sys.spawn(bench::counting_consumer, tally);
+      err = bench::subscribe(self, engine, topic, handle, max_in_flight);
+      out.push_back(caf::actor_cast<caf::actor>(handle));
+    } else {
+      auto handle = sys.spawn(bench::batch_counting_consumer, tally);
+      err =
+        bench::subscribe(self, engine, topic, handle, max_in_flight, max_batch);
+      out.push_back(caf::actor_cast<caf::actor>(handle));
+    }
+    if (err)
       die("subscribe failed: " + actors::describe(err));
-    out.push_back(caf::actor_cast<caf::actor>(handle));
   }
   // The topic's availability travels notifier -> engine -> shards; tasks
   // fired before it arrives would be parked and come back, which is a
@@ -486,7 +501,7 @@ throughput_result drive_throughput(caf::actor_system& sys,
   caf::scoped_actor self{sys};
   auto tally = std::make_shared<bench::consumer_tally>();
   auto consumers = spawn_consumers(sys, self, engine, "bench", s.consumers,
-                                   s.max_in_flight, tally);
+                                   s.max_in_flight, s.max_batch, tally);
   auto before = stats_or_die(self, engine);
   throughput_result out;
   out.tasks = s.tasks;
@@ -811,6 +826,14 @@ throughput_summary throughput_section(const settings& s,
            : std::to_string(
                actors::engine_config{}.max_in_flight_per_consumer) +
                ", the default")
+     << ", "
+     << (s.max_batch == 1
+           ? std::string{"one delivery per message"}
+           : "batch consumers, max_batch " +
+               (s.max_batch == 0
+                  ? std::to_string(actors::engine_config{}.default_max_batch) +
+                      ", the default"
+                  : std::to_string(s.max_batch)))
      << "), " << s.shards << " shards, " << s.notifiers
      << " notifiers. A run ends when the engine's stats count all acks "
      << "committed. Median of " << s.runs << " runs (min – max). Plain: "
@@ -1018,8 +1041,9 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   }
   auto tally = std::make_shared<bench::consumer_tally>();
   tally->record_topic = "stream";
-  auto consumers = spawn_consumers(sys, self, engine.handle(), "stream",
-                                   s.consumers, s.max_in_flight, tally);
+  auto consumers =
+    spawn_consumers(sys, self, engine.handle(), "stream", s.consumers,
+                    s.max_in_flight, s.max_batch, tally);
   if (out.far > 0) {
     // RocksDB compacts the freshly written backlog in the background; the
     // stream should meet an engine in its steady state, not one sharing
@@ -1478,6 +1502,8 @@ settings parse(int argc, char** argv) {
       s.consumers = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
     else if (arg == "--max-in-flight")
       s.max_in_flight = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--max-batch")
+      s.max_batch = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--small-pending")
       s.small_pending = std::stoull(next());
     else if (arg == "--large-pending")

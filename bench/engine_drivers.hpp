@@ -63,25 +63,55 @@ struct consumer_tally {
   std::vector<std::pair<int64_t, int64_t>> samples;
 };
 
-/// Acks every delivery at once, counts it and, for the recorded topic,
-/// notes how late it arrived (wall clock at the start of the handler minus
-/// the due time).
+/// Counts `d` and, for the recorded topic, notes how late it arrived (wall
+/// clock `now_us` minus the due time).
+inline void tally_delivery(consumer_tally& tally, const v1::Delivery& d,
+                           int64_t now_us) {
+  if (!tally.record_topic.empty() && d.topic() == tally.record_topic) {
+    std::lock_guard<std::mutex> guard{tally.mtx};
+    tally.samples.emplace_back(d.due_ms(), now_us - d.due_ms() * 1000);
+  }
+  if (d.attempt() > 1)
+    tally.redelivered.fetch_add(1, std::memory_order_relaxed);
+  tally.delivered.fetch_add(1, std::memory_order_relaxed);
+}
+
+inline actors::delivery_reply ack_reply() {
+  v1::DeliveryReply reply;
+  reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
+  return actors::delivery_reply{std::move(reply)};
+}
+
+/// Acks every delivery at once and tallies it (lateness taken at the start
+/// of the handler).
 inline consumer_actor::behavior_type
 counting_consumer(consumer_actor::pointer,
                   std::shared_ptr<consumer_tally> tally) {
   return {
     [tally](actors::delivery_msg& d) {
-      if (!tally->record_topic.empty() && d.pb.topic() == tally->record_topic) {
-        auto late_us = wall_us() - d.pb.due_ms() * 1000;
-        std::lock_guard<std::mutex> guard{tally->mtx};
-        tally->samples.emplace_back(d.pb.due_ms(), late_us);
+      tally_delivery(*tally, d.pb, wall_us());
+      return ack_reply();
+    },
+  };
+}
+
+/// The same as a batch consumer: acks a whole batch in one answer.
+inline batch_consumer_actor::behavior_type
+batch_counting_consumer(batch_consumer_actor::pointer,
+                        std::shared_ptr<consumer_tally> tally) {
+  return {
+    [tally](actors::delivery_msg& d) {
+      tally_delivery(*tally, d.pb, wall_us());
+      return ack_reply();
+    },
+    [tally](actors::delivery_batch_msg& batch) {
+      auto now_us = wall_us();
+      v1::DeliveryBatchReply reply;
+      for (const auto& d : batch.pb.deliveries()) {
+        tally_delivery(*tally, d, now_us);
+        reply.add_replies()->set_verdict(v1::DeliveryReply::VERDICT_ACK);
       }
-      if (d.pb.attempt() > 1)
-        tally->redelivered.fetch_add(1, std::memory_order_relaxed);
-      tally->delivered.fetch_add(1, std::memory_order_relaxed);
-      v1::DeliveryReply reply;
-      reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-      return actors::delivery_reply{std::move(reply)};
+      return actors::delivery_batch_reply{std::move(reply)};
     },
   };
 }
@@ -301,14 +331,16 @@ stream_producer(stream_producer_actor* self, engine_actor engine,
 
 // -- synchronous helpers ------------------------------------------------------
 
-/// Subscribes `consumer` to `topic`; an error on failure.
-inline caf::error subscribe(caf::scoped_actor& self, const engine_actor& engine,
-                            const std::string& topic,
-                            const consumer_actor& consumer,
-                            uint32_t max_in_flight) {
+/// Subscribes `consumer` (a consumer_actor or batch_consumer_actor) to
+/// `topic`; an error on failure.
+template<class Consumer>
+caf::error subscribe(caf::scoped_actor& self, const engine_actor& engine,
+                     const std::string& topic, const Consumer& consumer,
+                     uint32_t max_in_flight, uint32_t max_batch = 0) {
   v1::SubscribeRequest sub;
   sub.set_topic(topic);
   sub.set_max_in_flight(max_in_flight);
+  sub.set_max_batch(max_batch);
   caf::error failure;
   self
     ->request(engine, std::chrono::seconds{30},

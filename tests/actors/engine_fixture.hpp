@@ -97,6 +97,53 @@ scripted_consumer(consumer_actor::pointer self,
   };
 }
 
+/// What a scripted batch consumer saw: each message's deliveries, and the
+/// answer it gave (built by `answer` from the batch).
+struct batch_log {
+  std::vector<std::vector<v1::Delivery>> batches;
+  /// Deliveries that came alone (delivery_msg); acked.
+  std::vector<v1::Delivery> singles;
+  std::function<v1::DeliveryBatchReply(const v1::DeliveryBatch&)> answer;
+  /// Set: batches are held unanswered (their promises kept here).
+  bool hold = false;
+  std::vector<caf::typed_response_promise<delivery_batch_reply>> held;
+};
+
+/// A batch consumer that records every message and answers each batch with
+/// `log->answer` (acks alone-coming deliveries).
+inline batch_consumer_actor::behavior_type
+scripted_batch_consumer(batch_consumer_actor::pointer self,
+                        std::shared_ptr<batch_log> log) {
+  return {
+    [log](delivery_msg& d) {
+      log->singles.push_back(d.pb);
+      v1::DeliveryReply reply;
+      reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
+      return delivery_reply{reply};
+    },
+    [self,
+     log](delivery_batch_msg& batch) -> caf::result<delivery_batch_reply> {
+      log->batches.emplace_back(batch.pb.deliveries().begin(),
+                                batch.pb.deliveries().end());
+      if (!log->hold)
+        return delivery_batch_reply{log->answer(batch.pb)};
+      auto rp = self->make_response_promise<delivery_batch_reply>();
+      log->held.push_back(rp);
+      return rp;
+    },
+  };
+}
+
+/// Every verdict of `batch` set to `v`.
+inline v1::DeliveryBatchReply
+all_verdicts(const v1::DeliveryBatch& batch,
+             v1::DeliveryReply::Verdict v = v1::DeliveryReply::VERDICT_ACK) {
+  v1::DeliveryBatchReply out;
+  for (int i = 0; i < batch.deliveries_size(); ++i)
+    out.add_replies()->set_verdict(v);
+  return out;
+}
+
 class engine_fixture {
 public:
   explicit engine_fixture(engine_config cfg = {}) {
@@ -210,6 +257,24 @@ public:
       sys_.spawn(scripted_consumer, log, std::function<int64_t()>{clock});
     consumers_.push_back(caf::actor_cast<caf::actor>(handle));
     subscribe(topic, handle, max_in_flight);
+    return {handle, log};
+  }
+
+  /// Spawns a batch consumer answering with `log->answer` (all acks when
+  /// unset), subscribes it to `topic` with `max_batch`.
+  std::pair<batch_consumer_actor, std::shared_ptr<batch_log>>
+  batch_consumer(const std::string& topic, uint32_t max_batch,
+                 uint32_t max_in_flight = 0) {
+    auto log = std::make_shared<batch_log>();
+    log->answer = [](const v1::DeliveryBatch& b) { return all_verdicts(b); };
+    auto handle = sys_.spawn(scripted_batch_consumer, log);
+    consumers_.push_back(caf::actor_cast<caf::actor>(handle));
+    v1::SubscribeRequest sub;
+    sub.set_topic(topic);
+    sub.set_max_in_flight(max_in_flight);
+    sub.set_max_batch(max_batch);
+    auto res = call<empty_reply>(subscribe_request{sub}, handle);
+    BOOST_REQUIRE_MESSAGE(res, "subscribe failed: " << error_text(res));
     return {handle, log};
   }
 

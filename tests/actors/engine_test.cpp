@@ -301,6 +301,147 @@ BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
              0);
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_consumer_gets_many_deliveries_per_message) {
+  auto [c, log] = this->batch_consumer("bulk", 8);
+  auto due = now_ms() + 1'000;
+  std::set<uint64_t> scheduled;
+  for (int i = 0; i < 40; ++i)
+    scheduled.insert(schedule_at("bulk", due));
+  advance_to(due);
+  std::set<uint64_t> seen;
+  size_t largest = 0;
+  for (auto& batch : log->batches) {
+    largest = std::max(largest, batch.size());
+    for (auto& d : batch) {
+      BOOST_TEST(d.attempt() == 1u);
+      BOOST_TEST(d.due_ms() == due);
+      seen.insert(d.id().task_id());
+    }
+  }
+  for (auto& d : log->singles)
+    seen.insert(d.id().task_id());
+  BOOST_TEST(largest == 8u); // Batches form, and none is above max_batch.
+  BOOST_TEST(log->batches.size() < 40u);
+  BOOST_TEST((seen == scheduled));
+  BOOST_TEST(stats().acked() == 40u);
+  // Settled by the batch answers: nothing comes again.
+  auto messages = log->batches.size() + log->singles.size();
+  advance_ms(120'000);
+  BOOST_TEST(log->batches.size() + log->singles.size() == messages);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_answer_settles_each_delivery_by_its_verdict) {
+  auto [c, log] = this->batch_consumer("mixed", 16);
+  // The first batch: ack, nack (retry in 200 ms), and no verdict for the
+  // rest (VERDICT_LATER: their lease decides). Later batches: all acked.
+  auto first = std::make_shared<bool>(true);
+  log->answer = [first](const v1::DeliveryBatch& b) {
+    if (!*first)
+      return all_verdicts(b);
+    *first = false;
+    v1::DeliveryBatchReply out;
+    out.add_replies()->set_verdict(v1::DeliveryReply::VERDICT_ACK);
+    auto* nack = out.add_replies();
+    nack->set_verdict(v1::DeliveryReply::VERDICT_NACK);
+    nack->set_retry_in_ms(200);
+    return out;
+  };
+  auto due = now_ms() + 1'000;
+  // One shard's ids only (same shard, same fire): they come as one batch.
+  std::vector<uint64_t> ids;
+  while (ids.size() < 4) {
+    v1::ScheduleRequest req;
+    req.set_topic("mixed");
+    req.mutable_when()->set_at_ms(due);
+    auto* policy = req.mutable_policy();
+    policy->set_lease_ms(2'000);
+    policy->set_max_attempts(5);
+    policy->set_backoff_initial_ms(500);
+    policy->set_backoff_multiplier_permille(2'000);
+    policy->set_backoff_max_ms(10'000);
+    auto res = call<schedule_reply>(schedule_request{req});
+    BOOST_REQUIRE_MESSAGE(res, "schedule failed: " << error_text(res));
+    if (res->pb.id() % config().shard_count == 0)
+      ids.push_back(res->pb.id());
+    else {
+      v1::RevokeRequest rev;
+      rev.set_id(res->pb.id());
+      BOOST_REQUIRE(call<change_reply>(revoke_request{rev}));
+    }
+  }
+  advance_to(due);
+  BOOST_REQUIRE_EQUAL(log->batches.size(), 1u);
+  auto batch = log->batches.front(); // A copy: more batches come.
+  BOOST_REQUIRE_EQUAL(batch.size(), 4u);
+  auto acked = batch[0].id().task_id();
+  auto nacked = batch[1].id().task_id();
+  advance_ms(100);
+  BOOST_TEST(log->batches.size() == 1u); // Nothing back before 200 ms.
+  advance_ms(30'000);
+  std::map<uint64_t, std::vector<uint32_t>> attempts;
+  for (auto& b : log->batches)
+    for (auto& d : b)
+      attempts[d.id().task_id()].push_back(d.attempt());
+  for (auto& d : log->singles)
+    attempts[d.id().task_id()].push_back(d.attempt());
+  BOOST_TEST((attempts[acked] == std::vector<uint32_t>{1}));
+  BOOST_TEST((attempts[nacked] == std::vector<uint32_t>{1, 2}));
+  for (size_t i = 2; i < 4; ++i) {
+    auto id = batch[i].id().task_id();
+    BOOST_TEST((attempts[id] == std::vector<uint32_t>{1, 2}));
+  }
+  BOOST_TEST(stats().acked() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_batch_consumers_deliveries_are_requeued) {
+  auto [a, log_a] = this->batch_consumer("jobs", 0);
+  log_a->hold = true;
+  auto due = now_ms() + 100;
+  for (int i = 0; i < 10; ++i)
+    schedule_at("jobs", due);
+  advance_to(due);
+  size_t held = 0;
+  for (auto& b : log_a->batches)
+    held += b.size();
+  BOOST_REQUIRE_EQUAL(held, 10u);
+  auto [b, log_b] = this->consumer("jobs", verdict_mode::ack);
+  self()->send_exit(a, caf::exit_reason::kill);
+  run();
+  advance_ms(10); // Long before the 30 s lease would run out.
+  BOOST_REQUIRE_EQUAL(log_b->got.size(), 10u);
+  for (auto& d : log_b->got)
+    BOOST_TEST(d.attempt() == 2u);
+  BOOST_TEST(stats().acked() == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(
+  max_batch_is_for_batch_consumers_and_within_max_in_flight) {
+  auto log = std::make_shared<consumer_log>();
+  auto clock = [this] { return now_ms(); };
+  auto plain =
+    sys().spawn(scripted_consumer, log, std::function<int64_t()>{clock});
+  v1::SubscribeRequest sub;
+  sub.set_topic("t");
+  sub.set_max_batch(4);
+  auto res = call<empty_reply>(subscribe_request{sub}, plain);
+  BOOST_REQUIRE(!res);
+  BOOST_TEST(code_of(res.error()) == core::errc::invalid_request);
+  self()->send_exit(plain, caf::exit_reason::user_shutdown);
+  // A batch consumer holding at most 3 gets at most 3 per message.
+  auto [c, blog] = this->batch_consumer("t", 100, 3);
+  auto due = now_ms() + 100;
+  for (int i = 0; i < 12; ++i)
+    schedule_at("t", due);
+  advance_to(due + 1'000);
+  size_t total = blog->singles.size();
+  for (auto& b : blog->batches) {
+    BOOST_TEST(b.size() <= 3u);
+    total += b.size();
+  }
+  BOOST_TEST(total == 12u);
+  BOOST_TEST(stats().acked() == 12u);
+}
+
 BOOST_AUTO_TEST_CASE(waiting_behind_a_hanging_consumer_uses_up_no_attempt) {
   // One slot, never answered: each delivery's lease runs out. The tasks
   // queued behind it go back to their shards before their leases run out,

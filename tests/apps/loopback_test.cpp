@@ -16,10 +16,24 @@
 #include <string>
 #include <vector>
 
+#include <mutex>
+#include <thread>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/engine_actor.hpp"
+#include "actors/engine_config.hpp"
+#include "actors/error.hpp"
+#include "actors/remote.hpp"
+#include "actors/system_setup.hpp"
+#include "actors/type_ids.hpp"
 #include "apps/cli_util.hpp"
 #include "node.hpp"
 
@@ -226,6 +240,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--port", "99999"},
          {"--shards", "0"},
          {"--lease-ms", "0"},
+         {"--default-max-batch", "0"},
+         {"--default-max-batch", "1025"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
     auto r = dallyd(args);
@@ -478,6 +494,99 @@ BOOST_FIXTURE_TEST_CASE(consume_acks_nacks_and_stops, fixture) {
                     0);
   auto after = n.ctl({"--json", "stats"});
   BOOST_CHECK(!contains(after.out, "{\"topic\":\"idle\",\"consumers\":1"));
+}
+
+/// What a remote batch consumer saw.
+struct batch_seen {
+  std::mutex mtx;
+  std::vector<size_t> sizes;
+  std::set<uint64_t> ids;
+};
+
+dally::batch_consumer_actor::behavior_type
+acking_batch_consumer(dally::batch_consumer_actor::pointer,
+                      std::shared_ptr<batch_seen> seen) {
+  using namespace dally;
+  return {
+    [seen](actors::delivery_msg& d) {
+      std::lock_guard<std::mutex> guard{seen->mtx};
+      seen->sizes.push_back(1);
+      seen->ids.insert(d.pb.id().task_id());
+      v1::DeliveryReply reply;
+      reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
+      return actors::delivery_reply{reply};
+    },
+    [seen](actors::delivery_batch_msg& batch) {
+      std::lock_guard<std::mutex> guard{seen->mtx};
+      seen->sizes.push_back(batch.pb.deliveries_size());
+      v1::DeliveryBatchReply reply;
+      for (const auto& d : batch.pb.deliveries()) {
+        seen->ids.insert(d.id().task_id());
+        reply.add_replies()->set_verdict(v1::DeliveryReply::VERDICT_ACK);
+      }
+      return actors::delivery_batch_reply{reply};
+    },
+  };
+}
+
+BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
+  using namespace dally;
+  caf::actor_system_config cfg;
+  actors::add_message_types(cfg);
+  actors::enable_network(cfg);
+  caf::actor_system sys{cfg};
+  auto engine = actors::connect_engine(sys, "127.0.0.1", n.port());
+  BOOST_REQUIRE_MESSAGE(engine, actors::describe(engine.error()));
+  auto seen = std::make_shared<batch_seen>();
+  auto consumer = sys.spawn(acking_batch_consumer, seen);
+  caf::scoped_actor self{sys};
+  v1::SubscribeRequest sub;
+  sub.set_topic("bulk");
+  sub.set_max_batch(16);
+  bool subscribed = false;
+  self
+    ->request(*engine, std::chrono::seconds{10}, actors::subscribe_request{sub},
+              consumer)
+    .receive([&](actors::empty_reply&) { subscribed = true; },
+             [&](caf::error& err) {
+               BOOST_ERROR("subscribe: " << actors::describe(err));
+             });
+  BOOST_REQUIRE(subscribed);
+  v1::ScheduleBatchRequest req;
+  auto due_ms = actors::system_wall_clock_ms() + 500;
+  for (int i = 0; i < 100; ++i) {
+    auto* t = req.add_tasks();
+    t->set_topic("bulk");
+    t->set_payload("p" + std::to_string(i));
+    t->mutable_when()->set_at_ms(due_ms);
+  }
+  size_t scheduled = 0;
+  self
+    ->request(*engine, std::chrono::seconds{10},
+              actors::schedule_batch_request{req})
+    .receive(
+      [&](actors::schedule_batch_reply& r) {
+        scheduled = static_cast<size_t>(r.pb.results_size());
+      },
+      [&](caf::error& err) {
+        BOOST_ERROR("schedule_batch: " << actors::describe(err));
+      });
+  BOOST_REQUIRE_EQUAL(scheduled, 100u);
+  auto deadline = steady_clock::now() + seconds{30};
+  uint64_t acked = 0;
+  while (steady_clock::now() < deadline && acked < 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{50});
+    self->request(*engine, std::chrono::seconds{10}, actors::stats_request{})
+      .receive([&](actors::stats_reply& r) { acked = r.pb.acked(); },
+               [&](caf::error&) {});
+  }
+  BOOST_TEST(acked == 100u);
+  std::lock_guard<std::mutex> guard{seen->mtx};
+  BOOST_TEST(seen->ids.size() == 100u);
+  BOOST_TEST(*std::max_element(seen->sizes.begin(), seen->sizes.end()) > 1u);
+  for (auto size : seen->sizes)
+    BOOST_TEST(size <= 16u);
+  self->send_exit(consumer, caf::exit_reason::user_shutdown);
 }
 
 BOOST_FIXTURE_TEST_CASE(garbage_and_half_messages, fixture) {
