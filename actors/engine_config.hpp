@@ -55,6 +55,12 @@ struct shard_options {
   /// notifier would only queue, or send back, stays on disk. 0: no cap (the
   /// engine sets its share of engine_config::max_unanswered_per_topic).
   size_t max_unanswered_per_topic = 0;
+
+  /// Memory for the committed records of in-flight tasks, so that an ack,
+  /// nack, touch or lease expiry finds its record without reading the
+  /// store. Counted as each record's size plus its strings; a fired task
+  /// that does not fit is read from the store when answered. 0: no cache.
+  size_t flight_cache_bytes = 8 << 20;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade

@@ -185,7 +185,8 @@ struct shard_logic::impl {
 
   const core::task_limits& limits() const noexcept { return opts_.limits; }
 
-  /// The current record of `id`: staged, else read into `scratch`.
+  /// The current record of `id`: staged, else copied from the flight
+  /// cache or read into `scratch`.
   core::error find(core::task_id id, std::optional<task_record>& scratch,
                    slot& out) {
     if (auto it = overlay_.find(id); it != overlay_.end()) {
@@ -193,6 +194,12 @@ struct shard_logic::impl {
       out.base = it->second.base;
       if (it->second.what == staged_entry::kind::live)
         out.rec = &it->second.rec;
+      return {};
+    }
+    if (auto it = flight_.find(id); it != flight_.end()) {
+      scratch = it->second;
+      out.rec = &*scratch;
+      out.base = storage::write_batch::key_of(*scratch);
       return {};
     }
     auto got = store_.get(id);
@@ -742,20 +749,58 @@ struct shard_logic::impl {
     return out;
   }
 
-  /// Keeps the tracked leases in line with a committed batch.
+  /// Keeps the tracked leases and the flight cache in line with a
+  /// committed batch; moves the in-flight records out of the batch.
   void update_leases() {
-    for (const auto& op : batch_.ops()) {
-      const task_record* after = nullptr;
-      if (const auto* x = std::get_if<storage::write_batch::replace_op>(&op))
+    for (auto& op : batch_.ops()) {
+      task_record* after = nullptr;
+      if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
         after = &x->after;
-      else if (const auto* y = std::get_if<storage::write_batch::put_op>(&op))
+      else if (auto* y = std::get_if<storage::write_batch::put_op>(&op))
         after = &y->rec;
-      if (after != nullptr && after->state == task_state::in_flight)
+      if (after != nullptr && after->state == task_state::in_flight) {
         track_lease(*after);
-      else if (auto id = id_of(op); id != 0) {
+        remember_flight(std::move(*after));
+      } else if (auto id = id_of(op); id != 0) {
         leases_.erase(id);
         uncount_in_flight(id);
+        forget_flight(id);
       }
+    }
+  }
+
+  /// A map node and its bucket, about.
+  static constexpr size_t flight_entry_overhead = 48;
+  /// A parsed cron expression's tables and strings, about.
+  static constexpr size_t cron_overhead = sizeof(core::cron_expression) + 64;
+
+  /// What a cached record counts against flight_cache_bytes (about).
+  static size_t footprint(const task_record& rec) {
+    const auto& t = rec.task;
+    const auto& r = t.recurrence;
+    return sizeof(task_record) + flight_entry_overhead + t.topic.size() +
+           t.payload.size() +
+           (t.idempotency_key ? t.idempotency_key->size() : 0) +
+           r.intervals_ms().size() * sizeof(int64_t) +
+           (r.cron_expr() != nullptr ? cron_overhead : 0);
+  }
+
+  /// Caches the committed in-flight record `rec` (the last one of its task
+  /// wins), if it fits.
+  void remember_flight(task_record&& rec) {
+    auto id = rec.task.id;
+    forget_flight(id);
+    auto size = footprint(rec);
+    if (flight_bytes_ + size > opts_.flight_cache_bytes)
+      return;
+    flight_bytes_ += size;
+    flight_.emplace(id, std::move(rec));
+  }
+
+  void forget_flight(core::task_id id) {
+    if (auto it = flight_.find(id); it != flight_.end()) {
+      flight_bytes_ -= footprint(it->second);
+      flight_.erase(it);
     }
   }
 
@@ -838,6 +883,10 @@ struct shard_logic::impl {
   /// Lease deadlines of committed in-flight tasks (the due index keeps
   /// their entries at the index time).
   core::quad_heap leases_;
+  /// Committed records of in-flight tasks (see flight_cache_bytes); every
+  /// commit updates or drops the entries of the tasks it wrote.
+  std::unordered_map<core::task_id, task_record> flight_;
+  size_t flight_bytes_ = 0;
   /// Leases popped in this batch: a rollback hands them back.
   std::vector<core::timer_entry> leases_consumed_;
   /// Counter increments that the next commit makes real.

@@ -92,6 +92,9 @@ public:
 
   const std::vector<op>& ops() const noexcept { return ops_; }
 
+  /// The operations, to move records out of after a commit.
+  std::vector<op>& ops() noexcept { return ops_; }
+
   size_t size() const noexcept { return ops_.size(); }
 
   bool empty() const noexcept { return ops_.empty(); }

@@ -1786,3 +1786,47 @@ BOOST_AUTO_TEST_CASE(random_batches_against_a_model) {
   for (uint64_t seed = 1; seed <= 6; ++seed)
     run_random(seed);
 }
+
+BOOST_FIXTURE_TEST_CASE(answers_to_committed_fires_read_nothing, fixture) {
+  for (int i = 0; i < 3; ++i)
+    add(now);
+  auto fired = fire(now);
+  BOOST_REQUIRE_EQUAL(fired.size(), 3u);
+  // The in-flight records are cached: with every store read failing, an
+  // ack, a touch and the ack after it, and a nack all still work.
+  store->fail_reads = true;
+  BOOST_TEST(!logic->ack(now, ref_of(fired[0])));
+  commit();
+  auto touched = logic->touch(now, ref_of(fired[1]), 60'000);
+  BOOST_REQUIRE_MESSAGE(touched, "touch failed: " << error_of(touched));
+  commit();
+  BOOST_TEST(!logic->ack(now, ref_of(fired[1])));
+  commit();
+  BOOST_TEST(!logic->nack(now, ref_of(fired[2]), 500));
+  commit();
+  store->fail_reads = false;
+  BOOST_TEST(!live(fired[0].id().task_id()));
+  BOOST_TEST(!live(fired[1].id().task_id()));
+  // The nacked task comes back with attempt 2; the cache holds that
+  // delivery's record, not the first one's.
+  auto again = fire_one(now + 500);
+  BOOST_TEST(again.id().task_id() == fired[2].id().task_id());
+  BOOST_TEST(again.attempt() == 2u);
+  store->fail_reads = true;
+  BOOST_TEST(code_of(logic->touch(now, ref_of(fired[2]), 0)) ==
+             errc::stale_delivery);
+  BOOST_TEST(!logic->ack(now, ref_of(again)));
+  commit();
+  store->fail_reads = false;
+  BOOST_TEST(!live(again.id().task_id()));
+  // Without the cache the same ack needs a read (and fails here).
+  auto next = opts;
+  next.flight_cache_bytes = 0;
+  reconfigure(next);
+  add(now);
+  auto uncached = fire_one(now);
+  store->fail_reads = true;
+  BOOST_TEST(logic->ack(now, ref_of(uncached)).code() == errc::io_error);
+  store->fail_reads = false;
+  ack(uncached);
+}
