@@ -45,6 +45,10 @@ enum cf_id : size_t {
 /// Local ids reserved per fsync'd reservation in periodic and none modes.
 constexpr uint64_t id_reservation_block = uint64_t{1} << 16;
 
+/// expire_keys examines at most this many keys per key it may delete, so
+/// that maintenance stays cheap with millions of live idempotency keys.
+constexpr size_t expire_visits_per_key = 16;
+
 constexpr std::array<const char*, cf_count> cf_names = {
   "tasks", "due", "keys", "dead", "meta", "quarantine",
 };
@@ -856,9 +860,15 @@ core::result<size_t> rocks_task_store::expire_keys(int64_t now_ms,
   batch_builder builder{s.cfs};
   std::vector<impl::quarantine_item> bad;
   size_t expired = 0;
+  // Keys examined per call at most, expired or not, so that a call costs
+  // the same however many keys live: the cursor goes round them over calls.
+  size_t visits_left = limit > SIZE_MAX / expire_visits_per_key
+                         ? SIZE_MAX
+                         : limit * expire_visits_per_key;
   std::optional<std::string> stopped_at;
+  std::optional<std::string> last_visited;
   // Visits the keys in [from, to) (whole range if unset), stopping at the
-  // limit; false once it stopped.
+  // limit or when its visits are used up; false once it stopped.
   auto visit = [&](std::optional<std::string_view> from,
                    std::optional<std::string_view> to) -> core::result<bool> {
     rocksdb::ReadOptions options;
@@ -875,6 +885,13 @@ core::result<size_t> rocks_task_store::expire_keys(int64_t now_ms,
       it->SeekToFirst();
     for (; it->Valid(); it->Next()) {
       auto key = view(it->key());
+      if (visits_left == 0) {
+        // The next call resumes at this key, right after the last visited.
+        stopped_at = last_visited;
+        return false;
+      }
+      --visits_left;
+      last_visited = std::string{key};
       auto entry = decode_idempotency_entry(view(it->value()));
       if (!entry) {
         bad.push_back({cf_keys,
@@ -909,7 +926,7 @@ core::result<size_t> rocks_task_store::expire_keys(int64_t now_ms,
       return more.err();
   }
   if (expired == 0 && bad.empty()) {
-    s.expire_cursor.reset();
+    s.expire_cursor = stopped_at;
     return size_t{0};
   }
   impl::add_moves(builder, bad);

@@ -86,7 +86,10 @@ public:
   virtual core::result<std::optional<idempotency_entry>>
   find_key(std::string_view key, int64_t now_ms) = 0;
 
-  /// Deletes up to `limit` keys expired at `now_ms`; returns how many.
+  /// Deletes up to `limit` keys expired at `now_ms`; returns how many. A
+  /// call examines a bounded number of keys (a fixed multiple of `limit`),
+  /// resuming where the last one stopped, so its cost does not grow with
+  /// the number of live keys; an expired key goes within a few rounds.
   virtual core::result<size_t> expire_keys(int64_t now_ms, size_t limit) = 0;
 
   /// Up to `limit` dead letters with id > `after`, in id order.

@@ -317,6 +317,41 @@ BOOST_AUTO_TEST_CASE(idempotency_keys_and_expiry) {
   BOOST_TEST(ok(store->find_key("key-6", t0)).has_value());
 }
 
+BOOST_AUTO_TEST_CASE(expiring_keys_examines_a_bounded_number_per_call) {
+  temp_dir dir;
+  auto store = open_ok(options_for(dir));
+  // 1,000 live keys ("a-...") sort before 10 expired ones ("z-...").
+  write_batch batch;
+  for (int i = 0; i < 1'000; ++i)
+    batch.put_key("a-" + std::to_string(1'000 + i),
+                  idempotency_entry{uint64_t(i + 1), t0 + 1'000'000, 0});
+  for (int i = 0; i < 10; ++i)
+    batch.put_key("z-" + std::to_string(i),
+                  idempotency_entry{uint64_t(5'000 + i), t0, 0});
+  commit_ok(*store, batch);
+  // A call with limit 4 examines at most 64 keys: the first ones find
+  // nothing to expire, and the cursor walks on until the expired keys go,
+  // at most 4 per call, without any call scanning everything.
+  std::vector<size_t> per_call;
+  size_t total = 0;
+  for (int call = 0; call < 40 && total < 10; ++call) {
+    auto n = ok(store->expire_keys(t0 + 10, 4));
+    BOOST_TEST(n <= 4u);
+    per_call.push_back(n);
+    total += n;
+  }
+  BOOST_TEST(total == 10u);
+  BOOST_REQUIRE(!per_call.empty());
+  BOOST_TEST(per_call.front() == 0u);
+  BOOST_TEST(per_call.size() >= 1'000u / 64u);
+  for (int i = 0; i < 10; ++i)
+    BOOST_TEST(!ok(store->find_key("z-" + std::to_string(i), t0 - 1)));
+  BOOST_TEST(ok(store->find_key("a-1000", t0 + 10)).has_value());
+  // Round and round: nothing else expires, and calls stay cheap.
+  for (int call = 0; call < 40; ++call)
+    BOOST_TEST(ok(store->expire_keys(t0 + 10, 4)) == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(batches_are_atomic_and_stamped) {
   temp_dir dir;
   auto store = open_ok(options_for(dir));
