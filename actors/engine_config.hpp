@@ -56,11 +56,16 @@ struct shard_options {
   /// engine sets its share of engine_config::max_unanswered_per_topic).
   size_t max_unanswered_per_topic = 0;
 
-  /// Memory for the committed records of in-flight tasks, so that an ack,
-  /// nack, touch or lease expiry finds its record without reading the
-  /// store. Counted as each record's size plus its strings; a fired task
-  /// that does not fit is read from the store when answered. 0: no cache.
-  size_t flight_cache_bytes = 8 << 20;
+  /// Memory for committed records the shard will soon need: those of
+  /// in-flight tasks (an ack, nack, touch or lease expiry then reads
+  /// nothing) and of tasks due within `hot_horizon_ms` of their commit
+  /// (firing them reads nothing). Counted as each record's size plus its
+  /// strings; a record that does not fit is read from the store when
+  /// needed. 0: no cache.
+  size_t record_cache_bytes = 8 << 20;
+
+  /// See record_cache_bytes.
+  int64_t hot_horizon_ms = 5'000;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade

@@ -185,7 +185,7 @@ struct shard_logic::impl {
 
   const core::task_limits& limits() const noexcept { return opts_.limits; }
 
-  /// The current record of `id`: staged, else copied from the flight
+  /// The current record of `id`: staged, else copied from the record
   /// cache or read into `scratch`.
   core::error find(core::task_id id, std::optional<task_record>& scratch,
                    slot& out) {
@@ -196,7 +196,7 @@ struct shard_logic::impl {
         out.rec = &it->second.rec;
       return {};
     }
-    if (auto it = flight_.find(id); it != flight_.end()) {
+    if (auto it = cached_.find(id); it != cached_.end()) {
       scratch = it->second;
       out.rec = &*scratch;
       out.base = storage::write_batch::key_of(*scratch);
@@ -594,11 +594,22 @@ struct shard_logic::impl {
   core::error process(int64_t now_ms, const std::vector<due_key>& keys,
                       bool from_backlog) {
     read_ids_.clear();
-    for (const auto& key : keys)
-      if (!overlay_.contains(key.id))
-        read_ids_.push_back(key.id);
     fetched_.clear();
     fetched_at_.clear();
+    for (const auto& key : keys) {
+      if (overlay_.contains(key.id) || fetched_at_.contains(key.id))
+        continue;
+      if (auto it = cached_.find(key.id); it != cached_.end()) {
+        // Taken out: a fire's commit caches the in-flight record again;
+        // without one, the next look reads the store.
+        cached_bytes_ -= footprint(it->second);
+        fetched_at_.emplace(key.id, fetched_.size());
+        fetched_.push_back(std::move(it->second));
+        cached_.erase(it);
+      } else {
+        read_ids_.push_back(key.id);
+      }
+    }
     if (!read_ids_.empty()) {
       auto got = store_.get_many(read_ids_);
       if (!got) {
@@ -610,9 +621,10 @@ struct shard_logic::impl {
             window_->on_put(key);
         return got.err();
       }
-      fetched_ = std::move(*got);
-      for (size_t i = 0; i < fetched_.size(); ++i)
-        fetched_at_.emplace(fetched_[i].task.id, i);
+      for (auto& rec : *got) {
+        fetched_at_.emplace(rec.task.id, fetched_.size());
+        fetched_.push_back(std::move(rec));
+      }
     }
     auto late_before_ms = saturating_add(now_ms, -opts_.late_threshold_ms);
     for (const auto& key : keys) {
@@ -713,7 +725,7 @@ struct shard_logic::impl {
 
   // -- commit -----------------------------------------------------------------
 
-  commit_result commit() {
+  commit_result commit(int64_t now_ms) {
     commit_result out;
     if (batch_.empty()) {
       clear_staging();
@@ -736,7 +748,7 @@ struct shard_logic::impl {
       return out;
     }
     window_->on_write(batch_);
-    update_leases();
+    update_leases(now_ms);
     // A parked entry of a task this batch changed is stale: on_write has
     // just put the task's current entry (if any) in its place.
     if (!parked_index_.empty())
@@ -749,9 +761,10 @@ struct shard_logic::impl {
     return out;
   }
 
-  /// Keeps the tracked leases and the flight cache in line with a
-  /// committed batch; moves the in-flight records out of the batch.
-  void update_leases() {
+  /// Keeps the tracked leases and the record cache in line with a
+  /// committed batch; moves the records to cache out of the batch.
+  void update_leases(int64_t now_ms) {
+    auto hot_before_ms = saturating_add(now_ms, opts_.hot_horizon_ms);
     for (auto& op : batch_.ops()) {
       task_record* after = nullptr;
       if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
@@ -760,25 +773,30 @@ struct shard_logic::impl {
         after = &y->rec;
       if (after != nullptr && after->state == task_state::in_flight) {
         track_lease(*after);
-        remember_flight(std::move(*after));
+        remember(std::move(*after));
+      } else if (after != nullptr && after->index_ms() <= hot_before_ms) {
+        // Pending and due soon: its fire needs no read.
+        leases_.erase(after->task.id);
+        uncount_in_flight(after->task.id);
+        remember(std::move(*after));
       } else if (auto id = id_of(op); id != 0) {
         leases_.erase(id);
         uncount_in_flight(id);
-        forget_flight(id);
+        forget(id);
       }
     }
   }
 
   /// A map node and its bucket, about.
-  static constexpr size_t flight_entry_overhead = 48;
+  static constexpr size_t cache_entry_overhead = 48;
   /// A parsed cron expression's tables and strings, about.
   static constexpr size_t cron_overhead = sizeof(core::cron_expression) + 64;
 
-  /// What a cached record counts against flight_cache_bytes (about).
+  /// What a cached record counts against record_cache_bytes (about).
   static size_t footprint(const task_record& rec) {
     const auto& t = rec.task;
     const auto& r = t.recurrence;
-    return sizeof(task_record) + flight_entry_overhead + t.topic.size() +
+    return sizeof(task_record) + cache_entry_overhead + t.topic.size() +
            t.payload.size() +
            (t.idempotency_key ? t.idempotency_key->size() : 0) +
            r.intervals_ms().size() * sizeof(int64_t) +
@@ -787,20 +805,20 @@ struct shard_logic::impl {
 
   /// Caches the committed in-flight record `rec` (the last one of its task
   /// wins), if it fits.
-  void remember_flight(task_record&& rec) {
+  void remember(task_record&& rec) {
     auto id = rec.task.id;
-    forget_flight(id);
+    forget(id);
     auto size = footprint(rec);
-    if (flight_bytes_ + size > opts_.flight_cache_bytes)
+    if (cached_bytes_ + size > opts_.record_cache_bytes)
       return;
-    flight_bytes_ += size;
-    flight_.emplace(id, std::move(rec));
+    cached_bytes_ += size;
+    cached_.emplace(id, std::move(rec));
   }
 
-  void forget_flight(core::task_id id) {
-    if (auto it = flight_.find(id); it != flight_.end()) {
-      flight_bytes_ -= footprint(it->second);
-      flight_.erase(it);
+  void forget(core::task_id id) {
+    if (auto it = cached_.find(id); it != cached_.end()) {
+      cached_bytes_ -= footprint(it->second);
+      cached_.erase(it);
     }
   }
 
@@ -883,10 +901,11 @@ struct shard_logic::impl {
   /// Lease deadlines of committed in-flight tasks (the due index keeps
   /// their entries at the index time).
   core::quad_heap leases_;
-  /// Committed records of in-flight tasks (see flight_cache_bytes); every
-  /// commit updates or drops the entries of the tasks it wrote.
-  std::unordered_map<core::task_id, task_record> flight_;
-  size_t flight_bytes_ = 0;
+  /// Committed records of in-flight tasks and of tasks due soon (see
+  /// record_cache_bytes); every commit updates or drops the entries of the
+  /// tasks it wrote.
+  std::unordered_map<core::task_id, task_record> cached_;
+  size_t cached_bytes_ = 0;
   /// Leases popped in this batch: a rollback hands them back.
   std::vector<core::timer_entry> leases_consumed_;
   /// Counter increments that the next commit makes real.
@@ -1274,8 +1293,8 @@ bool shard_logic::dirty() const noexcept {
   return !impl_->batch_.empty();
 }
 
-shard_logic::commit_result shard_logic::commit(int64_t) {
-  return impl_->commit();
+shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
+  return impl_->commit(now_ms);
 }
 
 // -- state --------------------------------------------------------------------

@@ -1454,14 +1454,16 @@ BOOST_FIXTURE_TEST_CASE(failed_commit_of_expiries_and_burials, fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(failed_reads_keep_the_window, fixture) {
-  auto id = add(t0);
-  BOOST_TEST(fire(t0 - 1).empty());
+  // Due beyond the hot horizon: not cached, so firing it reads.
+  auto due = t0 + opts.hot_horizon_ms + 10'000;
+  auto id = add(due);
+  BOOST_TEST(fire(due - 1).empty());
   store->fail_reads = true;
-  BOOST_TEST(logic->fire(t0).code() == errc::io_error);
-  BOOST_TEST(code_of(logic->revoke(t0, id)) == errc::io_error);
+  BOOST_TEST(logic->fire(due).code() == errc::io_error);
+  BOOST_TEST(code_of(logic->revoke(due, id)) == errc::io_error);
   BOOST_TEST(!logic->dirty());
   store->fail_reads = false;
-  BOOST_TEST(fire_one(t0).id().task_id() == id);
+  BOOST_TEST(fire_one(due).id().task_id() == id);
 }
 
 // -- restart ------------------------------------------------------------------
@@ -1821,7 +1823,7 @@ BOOST_FIXTURE_TEST_CASE(answers_to_committed_fires_read_nothing, fixture) {
   BOOST_TEST(!live(again.id().task_id()));
   // Without the cache the same ack needs a read (and fails here).
   auto next = opts;
-  next.flight_cache_bytes = 0;
+  next.record_cache_bytes = 0;
   reconfigure(next);
   add(now);
   auto uncached = fire_one(now);
@@ -1829,4 +1831,38 @@ BOOST_FIXTURE_TEST_CASE(answers_to_committed_fires_read_nothing, fixture) {
   BOOST_TEST(logic->ack(now, ref_of(uncached)).code() == errc::io_error);
   store->fail_reads = false;
   ack(uncached);
+}
+
+BOOST_FIXTURE_TEST_CASE(tasks_due_soon_fire_without_a_read, fixture) {
+  // Due within hot_horizon_ms of their commit: cached, fired with every
+  // store read failing.
+  auto soon = add(now + 1'000, "soon");
+  auto later = add(now + opts.hot_horizon_ms + 60'000, "later");
+  store->fail_reads = true;
+  auto fired = fire(now + 1'000);
+  BOOST_REQUIRE_EQUAL(fired.size(), 1u);
+  BOOST_TEST(fired[0].id().task_id() == soon);
+  BOOST_TEST(fired[0].payload() == "soon");
+  BOOST_TEST(!logic->ack(now, ref_of(fired[0])));
+  commit();
+  // Due later: not cached, so its fire reads (and fails here).
+  BOOST_TEST(logic->fire(now + opts.hot_horizon_ms + 60'000).code() ==
+             errc::io_error);
+  store->fail_reads = false;
+  auto second = fire(now + opts.hot_horizon_ms + 60'000);
+  BOOST_REQUIRE_EQUAL(second.size(), 1u);
+  BOOST_TEST(second[0].id().task_id() == later);
+  ack(second[0]);
+  // A reschedule into the horizon caches the new record, not the old one.
+  auto moved = add(now + opts.hot_horizon_ms + 60'000, "moved");
+  auto target = now + 500;
+  auto res = logic->reschedule(now, moved, target);
+  BOOST_REQUIRE_MESSAGE(res, "reschedule failed: " << error_of(res));
+  commit();
+  store->fail_reads = true;
+  auto third = fire(target);
+  BOOST_REQUIRE_EQUAL(third.size(), 1u);
+  BOOST_TEST(third[0].id().task_id() == moved);
+  BOOST_TEST(third[0].due_ms() == target);
+  store->fail_reads = false;
 }
