@@ -803,8 +803,8 @@ struct shard_logic::impl {
            (r.cron_expr() != nullptr ? cron_overhead : 0);
   }
 
-  /// Caches the committed in-flight record `rec` (the last one of its task
-  /// wins), if it fits.
+  /// Caches the committed record `rec` (the last one of its task wins), if
+  /// it fits.
   void remember(task_record&& rec) {
     auto id = rec.task.id;
     forget(id);
