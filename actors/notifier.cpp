@@ -203,10 +203,6 @@ void send_all(notifier_actor* self,
   for (auto cid : order) {
     auto& items = pending[cid];
     size_t max_batch = st.consumers[cid].second;
-    if (items.size() == 1) {
-      send_one(self, cid, std::move(items.front()));
-      continue;
-    }
     std::vector<v1::Delivery> batch;
     size_t bytes = 0;
     for (auto& d : items) {

@@ -774,15 +774,14 @@ struct shard_logic::impl {
       if (after != nullptr && after->state == task_state::in_flight) {
         track_lease(*after);
         remember(std::move(*after));
-      } else if (after != nullptr && after->index_ms() <= hot_before_ms) {
-        // Pending and due soon: its fire needs no read.
-        leases_.erase(after->task.id);
-        uncount_in_flight(after->task.id);
-        remember(std::move(*after));
       } else if (auto id = id_of(op); id != 0) {
         leases_.erase(id);
         uncount_in_flight(id);
-        forget(id);
+        // Pending and due soon: cached, so that its fire needs no read.
+        if (after != nullptr && after->index_ms() <= hot_before_ms)
+          remember(std::move(*after));
+        else
+          forget(id);
       }
     }
   }
