@@ -66,6 +66,15 @@ struct shard_options {
 
   /// See record_cache_bytes.
   int64_t hot_horizon_ms = 5'000;
+
+  /// How far ahead of its due time a task may be fired: its in-flight
+  /// record is committed (fsync included) up to this long before it is due
+  /// and the delivery is held in the shard until the due time, so the
+  /// commit is off the path of the task's lateness and commits under a
+  /// steady stream carry more tasks. The shard looks ahead at most every
+  /// quarter of this. Until its due time a held task is still revoked or
+  /// rescheduled with the outcome `done`. 0: fire at the due time.
+  int64_t fire_lead_ms = 8;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade

@@ -192,11 +192,15 @@ void wake(shard_actor* self) {
     st.armed_ms = now + 100;
   }
   // Fired tasks go out after their commit: commit now rather than behind
-  // the requests queued in the mailbox.
-  if (st.logic->dirty())
+  // the requests queued in the mailbox. The commit also releases the held
+  // deliveries that are due.
+  if (st.logic->dirty()) {
     flush(self);
-  else
-    arm(self);
+    return;
+  }
+  auto due = st.logic->release(now);
+  send_deliveries(self, due);
+  arm(self);
 }
 
 delivery_ref ref_of(const v1::DeliveryId& id) {

@@ -154,7 +154,6 @@ struct shard_logic::impl {
     due_key key;
     uint64_t occurrence = 0;
     uint32_t attempt = 0;
-    int64_t fire_ms = 0;
   };
 
   /// Parked entries of one topic and whether a consumer can take them.
@@ -518,6 +517,14 @@ struct shard_logic::impl {
     if (auto err = window_->refill(now_ms, refill_slices_per_fire))
       return err;
     refill_tokens(now_ms);
+    // Tasks due within the lead fire now and are held until due; tasks
+    // already due always fire.
+    auto horizon_ms = now_ms;
+    if (opts_.fire_lead_ms > 0 &&
+        now_ms >= look_ahead_at(window_->next_wakeup_ms())) {
+      horizon_ms = saturating_add(now_ms, opts_.fire_lead_ms);
+      looked_ahead_ms_ = now_ms;
+    }
     auto budget = opts_.fire_batch;
     // The paced backlog first: it holds the oldest due work.
     while (budget > 0 && !backlog_.empty() && has_token()) {
@@ -531,8 +538,8 @@ struct shard_logic::impl {
     }
     while (budget > 0 && backlog_.size() < opts_.max_backlog) {
       keys_scratch_.clear();
-      auto n =
-        window_->pop_due(now_ms, std::min(budget, fire_chunk), keys_scratch_);
+      auto n = window_->pop_due(horizon_ms, std::min(budget, fire_chunk),
+                                keys_scratch_);
       if (n == 0)
         break;
       budget -= n;
@@ -696,9 +703,10 @@ struct shard_logic::impl {
     auto& rec = *s.rec;
     rec.state = task_state::in_flight;
     ++rec.task.attempt;
-    rec.lease_deadline_ms = saturating_add(now_ms, rec.task.policy.lease_ms);
-    fired_.push_back(
-      fired_task{key, rec.fired_count, rec.task.attempt, now_ms});
+    // A task fired ahead of its time is delivered at its index time.
+    rec.lease_deadline_ms =
+      saturating_add(std::max(now_ms, key.index_ms), rec.task.policy.lease_ms);
+    fired_.push_back(fired_task{key, rec.fired_count, rec.task.attempt});
     fired_ids_.insert(key.id);
     count_in_flight(key.id, rec.task.topic);
     ++pending_.fired;
@@ -729,6 +737,7 @@ struct shard_logic::impl {
     commit_result out;
     if (batch_.empty()) {
       clear_staging();
+      out.deliveries = release(now_ms);
       return out;
     }
     if (auto err = store_.commit(batch_)) {
@@ -754,7 +763,8 @@ struct shard_logic::impl {
     if (!parked_index_.empty())
       for (const auto& op : batch_.ops())
         unpark(id_of(op));
-    out.deliveries = build_deliveries();
+    hold_deliveries();
+    out.deliveries = release(now_ms);
     add_pending_counters();
     ++counters_.commits;
     clear_staging();
@@ -766,6 +776,10 @@ struct shard_logic::impl {
   void update_leases(int64_t now_ms) {
     auto hot_before_ms = saturating_add(now_ms, opts_.hot_horizon_ms);
     for (auto& op : batch_.ops()) {
+      // A held delivery whose task this batch changed again (revoked,
+      // rescheduled) never goes out.
+      if (!held_ids_.empty())
+        unhold(id_of(op));
       task_record* after = nullptr;
       if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
         after = &x->after;
@@ -821,14 +835,8 @@ struct shard_logic::impl {
     }
   }
 
-  std::vector<v1::Delivery> build_deliveries() {
-    std::vector<v1::Delivery> result;
-    if (fired_.empty())
-      return result;
-    std::sort(
-      fired_.begin(), fired_.end(),
-      [](const fired_task& x, const fired_task& y) { return x.key < y.key; });
-    result.reserve(fired_.size());
+  /// Moves the committed fires of the batch to the held deliveries.
+  void hold_deliveries() {
     for (const auto& f : fired_) {
       auto it = overlay_.find(f.key.id);
       if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
@@ -837,13 +845,16 @@ struct shard_logic::impl {
       if (rec.state != task_state::in_flight ||
           rec.fired_count != f.occurrence || rec.task.attempt != f.attempt)
         continue;
-      auto& d = result.emplace_back();
+      auto [pos, added] = held_.try_emplace(f.key);
+      if (!added)
+        continue; // Cannot happen: one fire per task and batch.
+      held_ids_.emplace(f.key.id, f.key);
+      auto& d = pos->second;
       auto* id = d.mutable_id();
       id->set_task_id(rec.task.id);
       id->set_occurrence(rec.fired_count);
       id->set_attempt(rec.task.attempt);
       d.set_due_ms(rec.task.due_ms);
-      d.set_fire_ms(f.fire_ms);
       d.set_attempt(rec.task.attempt);
       d.set_lease_deadline_ms(rec.lease_deadline_ms);
       // The overlay is cleared right after: its strings move out.
@@ -851,7 +862,43 @@ struct shard_logic::impl {
       d.set_payload(std::move(rec.task.payload));
       it->second.what = staged_entry::kind::erased;
     }
+  }
+
+  /// Held deliveries due at `now_ms`, in due order, stamped as fired now.
+  std::vector<v1::Delivery> release(int64_t now_ms) {
+    std::vector<v1::Delivery> result;
+    while (!held_.empty() && held_.begin()->first.index_ms <= now_ms) {
+      auto node = held_.extract(held_.begin());
+      held_ids_.erase(node.key().id);
+      node.mapped().set_fire_ms(now_ms);
+      result.push_back(std::move(node.mapped()));
+    }
     return result;
+  }
+
+  void unhold(core::task_id id) {
+    if (auto it = held_ids_.find(id); it != held_ids_.end()) {
+      held_.erase(it->second);
+      held_ids_.erase(it);
+    }
+  }
+
+  /// Whether `id` was fired and has not gone out yet: staged in this batch,
+  /// or committed and held until its due time.
+  bool unsent(core::task_id id) const {
+    return fired_ids_.contains(id) || held_ids_.contains(id);
+  }
+
+  /// When `fire` next looks ahead, given the window's next work at
+  /// `next_ms`: a lead before it, but no sooner than a quarter of the lead
+  /// after the last look, unless the work is due before that.
+  int64_t look_ahead_at(int64_t next_ms) const noexcept {
+    if (next_ms == never_ms)
+      return never_ms;
+    auto early_ms = saturating_add(next_ms, -opts_.fire_lead_ms);
+    auto spaced_ms = saturating_add(
+      looked_ahead_ms_, std::max<int64_t>(1, opts_.fire_lead_ms / 4));
+    return std::max(early_ms, std::min(spaced_ms, next_ms));
   }
 
   void add_pending_counters() {
@@ -874,7 +921,10 @@ struct shard_logic::impl {
     auto at = never_ms;
     // With a full backlog popping pauses: only a token brings progress.
     if (backlog_.size() < opts_.max_backlog)
-      at = window_->next_wakeup_ms();
+      at = opts_.fire_lead_ms > 0 ? look_ahead_at(window_->next_wakeup_ms())
+                                  : window_->next_wakeup_ms();
+    if (!held_.empty())
+      at = std::min(at, held_.begin()->first.index_ms);
     if (!backlog_.empty())
       at = std::min(at, next_token_ms());
     if (auto lease = leases_.next_due())
@@ -894,6 +944,12 @@ struct shard_logic::impl {
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
   std::unordered_set<core::task_id> fired_ids_;
+  /// Committed deliveries waiting for their due time (see fire_lead_ms),
+  /// by index entry, and the entry of each task.
+  std::map<due_key, v1::Delivery> held_;
+  std::unordered_map<core::task_id, due_key> held_ids_;
+  /// When `fire` last looked ahead.
+  int64_t looked_ahead_ms_ = core::min_time_ms;
   /// Store-held entries taken from the window or the backlog and acted
   /// upon in this batch: a rollback hands them back.
   std::vector<due_key> consumed_;
@@ -1021,10 +1077,10 @@ core::result<change_outcome> shard_logic::revoke(int64_t, core::task_id id) {
     return err;
   if (found.rec == nullptr)
     return s.absent_outcome(id, found);
-  // A delivery fired in this batch has not gone out yet: the revoke stops
-  // it (build_deliveries skips erased tasks).
-  bool running =
-    found.rec->state == task_state::in_flight && !s.fired_ids_.contains(id);
+  // A delivery fired in this batch, or held until its due time, has not
+  // gone out yet: the revoke stops it (hold_deliveries skips erased tasks,
+  // the commit drops held ones).
+  bool running = found.rec->state == task_state::in_flight && !s.unsent(id);
   s.stage_erase(found);
   ++s.pending_.revoked;
   return running ? change_outcome::in_flight : change_outcome::done;
@@ -1041,9 +1097,16 @@ shard_logic::reschedule(int64_t now_ms, core::task_id id, int64_t due_ms) {
     return err;
   if (found.rec == nullptr)
     return s.absent_outcome(id, found);
-  if (found.rec->state == task_state::in_flight)
-    return change_outcome::in_flight;
   auto before = storage::write_batch::key_of(*found.rec);
+  if (found.rec->state == task_state::in_flight) {
+    if (!s.unsent(id))
+      return change_outcome::in_flight;
+    // Fired ahead of its due time and not sent: the fire is undone.
+    auto& rec = *found.rec;
+    rec.state = task_state::pending;
+    rec.lease_deadline_ms = 0;
+    --rec.task.attempt;
+  }
   found.rec->task.due_ms = due_ms;
   found.rec->retry_at_ms = 0;
   s.stage_replace(found, before);
@@ -1294,6 +1357,14 @@ bool shard_logic::dirty() const noexcept {
 
 shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
   return impl_->commit(now_ms);
+}
+
+std::vector<v1::Delivery> shard_logic::release(int64_t now_ms) {
+  return impl_->release(now_ms);
+}
+
+size_t shard_logic::held_size() const noexcept {
+  return impl_->held_.size();
 }
 
 // -- state --------------------------------------------------------------------

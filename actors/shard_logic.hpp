@@ -96,9 +96,12 @@ struct shard_counters {
 /// answered at once (`dirty()` says whether anything is staged).
 ///
 /// Firing: `fire(now)` pops due tasks from the window and stages each as in
-/// flight (attempt + 1, lease deadline now + lease); `commit` then returns
-/// them as deliveries, to be sent only after the commit, so that a delivered
-/// attempt is always durable and redeliveries always carry attempt + 1.
+/// flight (attempt + 1, lease deadline due time + lease); `commit` then
+/// returns them as deliveries, to be sent only after the commit, so that a
+/// delivered attempt is always durable and redeliveries always carry
+/// attempt + 1. Tasks due within `fire_lead_ms` fire ahead of time: their
+/// commit holds them, and `release` (or a later commit) hands them out once
+/// due, so a delivery never goes out before its due time.
 ///
 /// Topics without a consumer: due tasks of a topic marked unavailable, or
 /// with `max_unanswered_per_topic` deliveries fired and unanswered, are not
@@ -139,15 +142,18 @@ public:
   /// fails with idempotency_conflict. The key is kept for key_retention_ms.
   core::result<scheduled_task> schedule(int64_t now_ms, core::task t);
 
-  /// Removes a live task. Outcomes: done (pending, or fired in the current
-  /// batch: that delivery is dropped before it goes out), in_flight
+  /// Removes a live task. Outcomes: done (pending, or fired and not sent:
+  /// in the current batch, or held until its due time; that delivery never
+  /// goes out once the revoke is committed), in_flight
   /// (removed, the running delivery is its last: its ack or nack answers
   /// stale_delivery and its lease expiry redelivers nothing), completed
   /// (issued, not live: dead letters included), not_found (never issued).
   core::result<change_outcome> revoke(int64_t now_ms, core::task_id id);
 
   /// Moves the current occurrence of a pending task to `due_ms` (clearing a
-  /// waiting retry). Outcomes as for revoke; in_flight changes nothing.
+  /// waiting retry). A task fired and not sent (see revoke) counts as
+  /// pending: its fire is undone. Outcomes as for revoke; in_flight changes
+  /// nothing.
   /// Errors: invalid_time, delay_too_large (as for schedule).
   core::result<change_outcome> reschedule(int64_t now_ms, core::task_id id,
                                           int64_t due_ms);
@@ -231,13 +237,19 @@ public:
     /// On error nothing staged took effect (the outcome of the write is in
     /// doubt, see task_store::commit); the window is as before the batch.
     core::error err;
-    /// Deliveries to send, in due order (empty on error).
+    /// Deliveries to send, due at `now_ms`, in due order (empty on error):
+    /// what `release` gives after the commit.
     std::vector<v1::Delivery> deliveries;
   };
 
   /// Commits everything staged in one atomic write. Counters count only
-  /// what a commit made durable.
+  /// what a commit made durable; `fired` counts fires committed, held ones
+  /// included (a reschedule before their due time undoes them).
   commit_result commit(int64_t now_ms);
+
+  /// Held deliveries that are due at `now_ms`, in due order, with fire_ms
+  /// = now. `next_wakeup_ms` includes the next held due time.
+  std::vector<v1::Delivery> release(int64_t now_ms);
 
   // -- state ------------------------------------------------------------------
 
@@ -253,6 +265,9 @@ public:
 
   /// Backlog entries waiting for their paced turn.
   size_t backlog_size() const noexcept;
+
+  /// Committed deliveries held until their due time.
+  size_t held_size() const noexcept;
 
   const shard_options& options() const noexcept;
 

@@ -67,6 +67,7 @@ public:
   size_t max_in_memory = 1'000'000;
   int64_t late_threshold_ms = 1000;
   size_t overdue_rate = 20'000;
+  int64_t fire_lead_ms = 8;
   int64_t lease_ms = 30'000;
   size_t max_attempts = 10;
   int64_t backoff_initial_ms = 1000;
@@ -108,6 +109,9 @@ public:
       .add(overdue_rate, "overdue-rate",
            "overdue tasks fired per second per shard; 0: unpaced "
            "(default 20000)")
+      .add(fire_lead_ms, "fire-lead-ms",
+           "tasks due within this many ms are committed as fired ahead of "
+           "time and delivered when due; 0: at the due time (default 8)")
       .add(lease_ms, "lease-ms",
            "default lease: a delivery not settled within it is redelivered "
            "(default 30000)")
@@ -250,6 +254,9 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.overdue_rate > UINT32_MAX)
     return "--overdue-rate is too large";
   out.shard.overdue_rate_per_s = static_cast<uint32_t>(cfg.overdue_rate);
+  if (cfg.fire_lead_ms < 0 || cfg.fire_lead_ms > 1000)
+    return "--fire-lead-ms must be in [0, 1000]";
+  out.shard.fire_lead_ms = cfg.fire_lead_ms;
   auto& policy = out.shard.default_policy;
   policy.lease_ms = cfg.lease_ms;
   if (cfg.max_attempts > UINT32_MAX)

@@ -17,6 +17,7 @@
 //   --runs N          throughput runs per cell, lateness periods (3)
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
+//   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
 //     --durability sync,none --producers N (2) --outstanding N (4 requests
 //     per producer) --batch N (256) --consumers N (2) --max-in-flight N
@@ -132,6 +133,8 @@ struct settings {
   uint32_t max_batch = 0;
   /// Memtable bytes per column family; 0: the engine's default.
   size_t write_buffer_bytes = 0;
+  /// shard_options::fire_lead_ms; -1: the engine's default.
+  int64_t fire_lead_ms = -1;
   // Lateness.
   uint64_t small_pending = 100'000;
   uint64_t large_pending = 10'000'000;
@@ -279,8 +282,8 @@ std::string child_args(const settings& s) {
       << s.consumers << " --max-in-flight " << s.max_in_flight
       << " --max-batch " << s.max_batch << " --rss-tasks " << s.rss_tasks
       << " --rss-write-buffer " << s.rss_write_buffer_bytes
-      << " --write-buffer " << s.write_buffer_bytes << " --caf-threads "
-      << s.caf_threads;
+      << " --write-buffer " << s.write_buffer_bytes << " --fire-lead-ms "
+      << s.fire_lead_ms << " --caf-threads " << s.caf_threads;
   return out.str();
 }
 
@@ -310,6 +313,8 @@ actors::engine_config engine_cfg(const settings& s, const std::string& dir,
     cfg.max_in_flight_per_consumer = s.max_in_flight;
   if (s.write_buffer_bytes > 0)
     cfg.write_buffer_bytes = s.write_buffer_bytes;
+  if (s.fire_lead_ms >= 0)
+    cfg.shard.fire_lead_ms = s.fire_lead_ms;
   return cfg;
 }
 
@@ -1496,6 +1501,8 @@ settings parse(int argc, char** argv) {
       s.runs = std::max(1, std::stoi(next()));
     else if (arg == "--shards")
       s.shards = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--fire-lead-ms")
+      s.fire_lead_ms = std::stoll(next());
     else if (arg == "--notifiers")
       s.notifiers = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--tasks")

@@ -545,6 +545,45 @@ BOOST_AUTO_TEST_CASE(revoke_and_reschedule_have_definite_outcomes) {
   BOOST_TEST(log->got.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(tasks_fired_ahead_are_still_revoked_and_moved_in_time) {
+  // Within the lead before their due time tasks are committed as fired and
+  // held in the shard; until then revoke and reschedule still answer done.
+  auto [c, log] = this->consumer("ahead", verdict_mode::ack);
+  auto due = now_ms() + 10'000;
+  auto revoked = schedule_at("ahead", due);
+  auto moved = schedule_at("ahead", due);
+  auto kept = schedule_at("ahead", due);
+  advance_to(due - 2);
+  BOOST_TEST(log->got.empty());
+  BOOST_TEST(stats().fired() == 3u);
+  auto change = [&](auto req) {
+    auto res = call<change_reply>(std::move(req));
+    BOOST_REQUIRE(res);
+    return res->pb.outcome();
+  };
+  v1::RevokeRequest rev;
+  rev.set_id(revoked);
+  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
+  v1::RescheduleRequest res;
+  res.set_id(moved);
+  res.set_due_ms(due + 5'000);
+  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
+  advance_to(due - 1);
+  BOOST_TEST(log->got.empty());
+  advance_to(due);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  BOOST_TEST(log->got[0].id().task_id() == kept);
+  BOOST_TEST(log->got_ms[0] == due);
+  advance_to(due + 4'999);
+  BOOST_TEST(log->got.size() == 1u);
+  advance_to(due + 5'000);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  BOOST_TEST(log->got[1].id().task_id() == moved);
+  BOOST_TEST(log->got[1].attempt() == 1u);
+  advance_ms(120'000);
+  BOOST_TEST(log->got.size() == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_day_of_cron_passes_in_virtual_time) {
   auto [c, log] = this->consumer("cron", verdict_mode::ack);
   v1::ScheduleRequest req;
