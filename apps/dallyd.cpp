@@ -446,6 +446,7 @@ int run(int argc, char** argv) {
     return exit_usage;
   }
   log_line("starting: " + summary(cfg));
+  log_line("heap: " + core::heap_description());
   auto rc = serve(cfg, ecfg, stop_signals);
   if (rc == exit_ok)
     log_line("stopped");

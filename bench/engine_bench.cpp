@@ -28,7 +28,8 @@
 //     --load-factor F (0.7) --stream-rate R (instead of F x measured max)
 //     --lead-ms MS (500) --dump-lateness PATH
 //   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
-//   --glibc-heap: keep glibc's default trim threshold (default: as dallyd)
+//   --default-heap: keep glibc's default trim threshold (default: as
+//     dallyd); the RSS section's last row also runs jemalloc's defaults
 // --quick (or DALLY_BENCH_QUICK=1): 2 runs, 20k tasks per run, 20k and
 // 200k pending, 1 s periods, 100k tasks for RSS; well under a minute.
 // Scratch data goes to a fresh directory under /tmp (or --dir, emptied
@@ -153,7 +154,7 @@ struct settings {
   std::string rss_where;
   /// RSS child: leave glibc's trim threshold at its default instead of
   /// setting it as dallyd does.
-  bool glibc_heap = false;
+  bool default_heap = false;
 };
 
 // -- small utilities ----------------------------------------------------------
@@ -1345,10 +1346,13 @@ std::string rss_section(const settings& s, const std::filesystem::path& root) {
      << s.rss_tasks << " tasks scheduled, idle for 1 s and then while the "
      << "memtables still shrink (pending flushes; at most 10 s), RSS after; "
      << "per task = (after - before) / tasks. The heap is set up as dallyd "
-     << "does (core::limit_retained_heap: glibc's trim threshold at 1 MiB), "
-     << "except in the last row, which keeps glibc's default (a threshold "
-     << "that grows up to 64 MiB). Trimmed: after malloc_trim(0), which "
-     << "returns all freed allocator memory to the OS. Memtables: the "
+     << "does (" << core::heap_description() << "; with the C library's "
+     << "malloc core::limit_retained_heap sets glibc's trim threshold to "
+     << "1 MiB), except in the last row, which keeps the allocator's "
+     << "defaults (jemalloc: dirty pages kept 10 s, no background thread; "
+     << "glibc: a trim threshold that grows up to 64 MiB). Trimmed: after "
+     << "malloc_trim(0), which returns glibc's freed memory to the OS (it "
+     << "does nothing for jemalloc). Memtables: the "
      << "stores' write buffers (stats memtable_bytes) before and after; "
      << "they are bounded by write_buffer_bytes, not by the task count, and "
      << "how full they are when RSS is read depends on flush timing, so the "
@@ -1361,22 +1365,28 @@ std::string rss_section(const settings& s, const std::filesystem::path& root) {
   double inside_per_task = 0;
   double inside_no_mem = 0;
   std::map<std::string, std::pair<double, double>> per_where;
-  // The third row repeats the first with glibc's default trim threshold
-  // (raised with the largest block freed, up to 64 MiB; free memory below
+  // The third row repeats the first with the allocator's defaults: for
+  // jemalloc through MALLOC_CONF, which overrides the compiled-in options;
+  // for glibc its default trim threshold (raised with the largest block
+  // freed, up to 64 MiB; free memory below
   // it stays in the process).
   struct row_spec {
     std::string where;
     std::string flags;
     std::string label;
   };
-  std::vector<row_spec> specs{
-    {"window", "", "inside the window"},
-    {"beyond", "", "beyond it"},
-    {"window", " --glibc-heap", "inside the window, glibc's default heap"}};
+  std::vector<row_spec> specs{{"window", "", "inside the window"},
+                              {"beyond", "", "beyond it"},
+                              {"window", " --default-heap",
+                               "inside the window, the allocator's defaults"}};
   for (auto& spec : specs) {
     auto& where = spec.where;
+    std::string env;
+    if (!spec.flags.empty())
+      env = "MALLOC_CONF=dirty_decay_ms:10000,muzzy_decay_ms:0,"
+            "background_thread:false ";
     auto fields =
-      run_child("'" + self_exe() + "' --child rss --rss-where " + where +
+      run_child(env + "'" + self_exe() + "' --child rss --rss-where " + where +
                 spec.flags + child_args(s) + " --dir '" + root.string() + "'");
     auto before = std::stod(field(fields, "rss_before_kib"));
     auto after = std::stod(field(fields, "rss_after_kib"));
@@ -1441,7 +1451,8 @@ std::string machine() {
       mem_total = fixed(static_cast<double>(kib) / (1 << 20), 1) + " GiB";
     }
   out << std::thread::hardware_concurrency() << " CPUs (" << model << "), "
-      << mem_total << " RAM, load average " << loadavg();
+      << mem_total << " RAM, load average " << loadavg() << ", heap "
+      << core::heap_description();
   return out.str();
 }
 
@@ -1567,8 +1578,8 @@ settings parse(int argc, char** argv) {
       s.port = static_cast<uint16_t>(std::stoul(next()));
     else if (arg == "--rss-where")
       s.rss_where = next();
-    else if (arg == "--glibc-heap")
-      s.glibc_heap = true;
+    else if (arg == "--default-heap")
+      s.default_heap = true;
     else
       die("unknown argument " + arg +
           " (see the comment atop engine_bench.cpp)");
@@ -1581,7 +1592,7 @@ settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   auto s = parse(argc, argv);
   // The engine's processes keep memory as dallyd does, unless asked not to.
-  if (!s.glibc_heap)
+  if (!s.default_heap)
     dally::core::limit_retained_heap();
   if (s.child == "remote")
     return run_remote_child(s);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace dally::core {
 
@@ -12,5 +13,10 @@ namespace dally::core {
 /// calls it at start; an embedding application may. Process-wide; returns
 /// false where the C library has no such setting.
 bool limit_retained_heap(size_t bytes = size_t{1} << 20);
+
+/// Which allocator the process runs on and how it returns memory, for logs
+/// and benchmark reports: jemalloc (found at run time, linked or preloaded)
+/// with its version and decay settings, else the C library's malloc.
+std::string heap_description();
 
 } // namespace dally::core

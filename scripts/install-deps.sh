@@ -12,6 +12,7 @@ packages=(
   libhowardhinnant-date-dev tzdata
   libabsl-dev
   libbenchmark-dev
+  libjemalloc-dev
 )
 
 missing=()
