@@ -166,8 +166,15 @@ void flush(shard_actor* self) {
   st.held.clear();
   for (auto& f : held)
     f(res.err);
-  if (!res.err)
-    send_deliveries(self, res.deliveries);
+  if (res.err) {
+    // The failed write is in doubt: it may still be on disk, and RocksDB
+    // must not append to a WAL whose write failed (its writer keeps the
+    // error). Restart from the store (the supervisor reopens it), so that
+    // memory and disk agree again. Found by dally-sim.
+    self->quit(to_caf(res.err));
+    return;
+  }
+  send_deliveries(self, res.deliveries);
   if (!st.maintain_armed) {
     // A periodic store must sync within its period after a write.
     auto delay = maintain_interval;
