@@ -13,6 +13,18 @@
 
 namespace dally::actors {
 
+/// Bugs planted on purpose, for the simulator's self-test only: it must
+/// catch each (see docs/simulation.md). Never set outside of it.
+enum class planted_bug : uint8_t {
+  none,
+  /// Every shard reads its wall clock 1 ms ahead: tasks fire 1 ms early.
+  fire_early,
+  /// The first task a shard schedules is acknowledged and never stored.
+  lose_ack,
+  /// The first revoke of a pending task answers done and removes nothing.
+  deliver_after_revoke,
+};
+
 /// How one shard works (in the manner of rocksdb::Options: plain fields
 /// with documented defaults).
 struct shard_options {
@@ -75,6 +87,9 @@ struct shard_options {
   /// quarter of this. Until its due time a held task is still revoked or
   /// rescheduled with the outcome `done`. 0: fire at the due time.
   int64_t fire_lead_ms = 8;
+
+  /// See planted_bug; `none` but in the simulator's self-test.
+  planted_bug plant = planted_bug::none;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade

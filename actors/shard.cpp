@@ -65,7 +65,9 @@ struct shard_state {
 using shard_actor = caf::stateful_actor<shard_state>;
 
 int64_t wall_now(shard_actor* self) {
-  return self->state.setup.wall_clock_ms();
+  auto& setup = self->state.setup;
+  return setup.wall_clock_ms() +
+         (setup.opts.plant == planted_bug::fire_early ? 1 : 0);
 }
 
 void schedule_flush(shard_actor* self) {

@@ -936,6 +936,8 @@ struct shard_logic::impl {
 
   storage::task_store& store_;
   shard_options opts_;
+  /// A planted bug that acts once has acted (see planted_bug).
+  bool planted_spent_ = false;
   std::unique_ptr<storage::due_window> window_;
 
   /// The batch and its overlay.
@@ -1053,6 +1055,10 @@ core::result<scheduled_task> shard_logic::schedule(int64_t now_ms,
   }
   if (auto count = s.store_.meta().shard_count; count > 0)
     s.issued_below_ = std::max(s.issued_below_, id / count + 1);
+  if (s.opts_.plant == planted_bug::lose_ack && !s.planted_spent_) {
+    s.planted_spent_ = true;
+    return scheduled_task{id, t.due_ms, true};
+  }
   task_record rec;
   rec.task = std::move(t);
   rec.task.id = id;
@@ -1081,6 +1087,11 @@ core::result<change_outcome> shard_logic::revoke(int64_t, core::task_id id) {
   // gone out yet: the revoke stops it (hold_deliveries skips erased tasks,
   // the commit drops held ones).
   bool running = found.rec->state == task_state::in_flight && !s.unsent(id);
+  if (s.opts_.plant == planted_bug::deliver_after_revoke && !s.planted_spent_ &&
+      !running) {
+    s.planted_spent_ = true;
+    return change_outcome::done;
+  }
   s.stage_erase(found);
   ++s.pending_.revoked;
   return running ? change_outcome::in_flight : change_outcome::done;
