@@ -1,0 +1,332 @@
+// dally-sim: the deterministic simulator's command line.
+//
+//   dally-sim [--seed N] [--plant BUG] [--verbose] [--data-root DIR]
+//     [--twice]
+//     One run (with --twice two, which must give the same hash). Without --seed
+//     a random one, printed first with every parameter drawn from it. Ends with
+//     `hash=<hex>`; on a violation prints the invariant, the last events and
+//     the command that reproduces it, and exits 1.
+//   dally-sim --swarm K [--jobs J] [--swarm-seed S] [--plant BUG] [--twice]
+//     K random seeds, J processes at a time; prints seeds per second and
+//     every failing seed; exits 1 if any failed.
+//   dally-sim --seeds-file FILE [--jobs J] [--twice]
+//     The seeds listed in FILE (one per line, `#` comments), as --swarm.
+//   dally-sim --plant BUG --expect-failure-within K
+//     The self-test: seeds 1..K with BUG planted in the engine; exits 0 at
+//     the first seed whose run fails, 1 if none does.
+// BUG: fire-early, lose-ack, deliver-after-revoke.
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim/prng.hpp"
+#include "sim/simulation.hpp"
+
+extern char** environ;
+
+namespace {
+
+using namespace dally;
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "dally-sim: " << why << "\n"
+            << "usage: dally-sim [--seed N] [--plant BUG] [--verbose] "
+               "[--data-root DIR] [--twice]\n"
+            << "       dally-sim --swarm K [--jobs J] [--swarm-seed S] "
+               "[--plant BUG] [--twice]\n"
+            << "       dally-sim --seeds-file FILE [--jobs J] [--twice]\n"
+            << "       dally-sim --plant BUG --expect-failure-within K\n"
+            << "BUG: fire-early, lose-ack, deliver-after-revoke\n";
+  std::exit(2);
+}
+
+uint64_t parse_u64(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    auto x = std::stoull(text, &used, 0);
+    if (used == text.size() && text[0] != '-')
+      return x;
+  } catch (const std::exception&) {
+    // Reported below.
+  }
+  usage(flag + " needs a non-negative integer, got '" + text + "'");
+}
+
+/// A seed's run (child process) that takes longer than this hangs.
+constexpr std::chrono::seconds seed_timeout{120};
+
+std::string repro(uint64_t seed, actors::planted_bug plant) {
+  std::string out = "dally-sim --seed " + std::to_string(seed);
+  if (plant != actors::planted_bug::none)
+    out += " --plant " + sim::planted_name(plant);
+  return out;
+}
+
+/// One run in this process, reported in full; with `twice`, the seed runs
+/// again and must give the same event-log hash.
+int run_one(const sim::sim_options& opts, bool brief, bool twice) {
+  std::cout << "seed=" << opts.seed << std::endl;
+  auto res = sim::run_simulation(opts);
+  if (twice) {
+    auto again = sim::run_simulation(opts);
+    if (again.hash != res.hash) {
+      std::cout << "VIOLATION determinism: the second run's hash " << again.hash
+                << " differs from the first's " << res.hash << " ("
+                << res.events << " and " << again.events
+                << " events)\nreproduce: " << repro(opts.seed, opts.plant)
+                << " --twice\nhash=" << res.hash << std::endl;
+      return 1;
+    }
+  }
+  if (!brief)
+    std::cout << "params: " << res.params.describe() << '\n';
+  std::cout << "steps=" << res.steps << " events=" << res.events
+            << " acknowledged=" << res.acknowledged
+            << " deliveries=" << res.deliveries << " restarts=" << res.restarts
+            << '\n';
+  if (res.failure) {
+    std::cout << "VIOLATION " << res.failure->invariant << ": "
+              << res.failure->detail << '\n';
+    if (!brief) {
+      std::cout << "last events (true ms since start, event):\n";
+      for (const auto& line : res.last_events)
+        std::cout << "  " << line << '\n';
+    }
+    std::cout << "reproduce: " << repro(opts.seed, opts.plant) << '\n';
+  }
+  std::cout << "hash=" << res.hash << std::endl;
+  return res.failure ? 1 : 0;
+}
+
+/// Runs each seed as a child process of this binary, `jobs` at a time;
+/// returns the failing ones with their violation line.
+std::map<uint64_t, std::string>
+run_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
+         actors::planted_bug plant, const std::string& data_root, bool twice) {
+  std::map<uint64_t, std::string> failed;
+  auto self = std::filesystem::read_symlink("/proc/self/exe").string();
+  auto out_dir = std::filesystem::temp_directory_path() /
+                 ("dally-sim-swarm-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(out_dir);
+  struct child {
+    uint64_t seed;
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<pid_t, child> running;
+  size_t next = 0;
+  auto collect = [&] {
+    int status = 0;
+    auto pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid == 0) {
+      // A seed that runs too long hangs: stop it, it counts as failed.
+      auto now = std::chrono::steady_clock::now();
+      for (auto& [p, c] : running)
+        if (now - c.started > seed_timeout)
+          ::kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds{20});
+      return;
+    }
+    if (pid < 0)
+      return;
+    auto [seed, started] = running[pid];
+    running.erase(pid);
+    bool hung = std::chrono::steady_clock::now() - started > seed_timeout;
+    auto path = out_dir / std::to_string(seed);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok) {
+      std::string why =
+        hung ? std::string{"no end within the time limit"}
+        : WIFSIGNALED(status)
+          ? "killed by signal " + std::to_string(WTERMSIG(status))
+          : "exit " + std::to_string(WEXITSTATUS(status));
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("VIOLATION", 0) == 0)
+          why = line;
+      failed[seed] = why;
+      std::cout << "FAILED seed=" << seed << ": " << why
+                << "\n  reproduce: " << repro(seed, plant) << std::endl;
+    }
+    std::filesystem::remove(path);
+  };
+  while (next < seeds.size() || !running.empty()) {
+    if (next < seeds.size() && running.size() < jobs) {
+      auto seed = seeds[next++];
+      auto path = (out_dir / std::to_string(seed)).string();
+      std::vector<std::string> args{self, "--seed", std::to_string(seed),
+                                    "--brief"};
+      if (plant != actors::planted_bug::none) {
+        args.push_back("--plant");
+        args.push_back(sim::planted_name(plant));
+      }
+      if (twice)
+        args.push_back("--twice");
+      if (!data_root.empty()) {
+        args.push_back("--data-root");
+        args.push_back(data_root);
+      }
+      std::vector<char*> argv;
+      for (auto& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      posix_spawn_file_actions_addopen(&actions, 1, path.c_str(),
+                                       O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      posix_spawn_file_actions_adddup2(&actions, 1, 2);
+      pid_t pid = 0;
+      auto rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(),
+                            environ);
+      posix_spawn_file_actions_destroy(&actions);
+      if (rc != 0) {
+        std::cerr << "dally-sim: cannot start " << self << std::endl;
+        std::exit(2);
+      }
+      running[pid] = child{seed, std::chrono::steady_clock::now()};
+      continue;
+    }
+    collect();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(out_dir, ec);
+  return failed;
+}
+
+int report_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
+                actors::planted_bug plant, const std::string& data_root,
+                bool twice) {
+  auto start = std::chrono::steady_clock::now();
+  auto failed = run_many(seeds, jobs, plant, data_root, twice);
+  auto secs =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+  std::cout << seeds.size() << " seeds in " << secs << " s ("
+            << (secs > 0 ? static_cast<double>(seeds.size()) / secs : 0)
+            << " seeds/s, " << jobs << " jobs): " << failed.size() << " failed"
+            << std::endl;
+  for (const auto& [seed, why] : failed)
+    std::cout << "failing seed " << seed << ": " << why << std::endl;
+  return failed.empty() ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  sim::sim_options opts;
+  bool has_seed = false;
+  bool brief = false;
+  bool twice = false;
+  uint64_t swarm = 0;
+  uint64_t expect_within = 0;
+  uint32_t jobs = 1;
+  std::optional<uint64_t> swarm_seed;
+  std::string seeds_file;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc)
+        usage(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--seed") {
+      opts.seed = parse_u64(arg, next());
+      has_seed = true;
+    } else if (arg == "--plant") {
+      auto name = next();
+      auto bug = sim::parse_planted(name);
+      if (!bug)
+        usage("unknown bug '" + name + "'");
+      opts.plant = *bug;
+    } else if (arg == "--verbose") {
+      opts.verbose = true;
+    } else if (arg == "--brief") {
+      brief = true;
+    } else if (arg == "--twice") {
+      twice = true;
+    } else if (arg == "--data-root") {
+      opts.data_root = next();
+    } else if (arg == "--swarm") {
+      swarm = parse_u64(arg, next());
+    } else if (arg == "--jobs") {
+      jobs =
+        static_cast<uint32_t>(std::max<uint64_t>(1, parse_u64(arg, next())));
+    } else if (arg == "--swarm-seed") {
+      swarm_seed = parse_u64(arg, next());
+    } else if (arg == "--seeds-file") {
+      seeds_file = next();
+    } else if (arg == "--expect-failure-within") {
+      expect_within = parse_u64(arg, next());
+    } else if (arg == "--help" || arg == "-h") {
+      usage("the deterministic simulator");
+    } else {
+      usage("unknown argument '" + arg + "'");
+    }
+  }
+  if (expect_within > 0) {
+    if (opts.plant == actors::planted_bug::none)
+      usage("--expect-failure-within needs --plant");
+    for (uint64_t seed = 1; seed <= expect_within; ++seed) {
+      opts.seed = seed;
+      auto res = sim::run_simulation(opts);
+      if (res.failure) {
+        std::cout << "planted " << sim::planted_name(opts.plant)
+                  << " found at seed " << seed << " (of at most "
+                  << expect_within << "): " << res.failure->invariant << ": "
+                  << res.failure->detail << std::endl;
+        return 0;
+      }
+    }
+    std::cout << "planted " << sim::planted_name(opts.plant)
+              << " NOT found in seeds 1 to " << expect_within << std::endl;
+    return 1;
+  }
+  if (!seeds_file.empty()) {
+    std::ifstream in(seeds_file);
+    if (!in)
+      usage("cannot read " + seeds_file);
+    std::vector<uint64_t> seeds;
+    for (std::string line; std::getline(in, line);) {
+      auto hash = line.find('#');
+      if (hash != std::string::npos)
+        line.erase(hash);
+      auto first = line.find_first_not_of(" \t");
+      if (first == std::string::npos)
+        continue;
+      auto last = line.find_last_not_of(" \t");
+      seeds.push_back(parse_u64("a seed in " + seeds_file,
+                                line.substr(first, last - first + 1)));
+    }
+    std::cout << "corpus " << seeds_file << ": " << seeds.size() << " seeds"
+              << std::endl;
+    return report_many(seeds, jobs, opts.plant, opts.data_root, twice);
+  }
+  if (swarm > 0) {
+    auto root = swarm_seed ? *swarm_seed : std::random_device{}();
+    std::cout << "swarm-seed=" << root << std::endl;
+    sim::prng gen{root};
+    std::vector<uint64_t> seeds;
+    for (uint64_t i = 0; i < swarm; ++i)
+      seeds.push_back(gen.next());
+    return report_many(seeds, jobs, opts.plant, opts.data_root, twice);
+  }
+  if (!has_seed) {
+    std::random_device rd;
+    opts.seed = (static_cast<uint64_t>(rd()) << 32) | rd();
+  }
+  return run_one(opts, brief, twice);
+}

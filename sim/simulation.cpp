@@ -1,0 +1,900 @@
+#include "sim/simulation.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <queue>
+#include <sstream>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/engine.hpp"
+#include "actors/engine_actor.hpp"
+#include "actors/error.hpp"
+#include "actors/messages.hpp"
+#include "actors/system_setup.hpp"
+#include "actors/type_ids.hpp"
+#include "sim/clock_model.hpp"
+#include "sim/event_log.hpp"
+#include "sim/network_model.hpp"
+#include "storage/fault_fs.hpp"
+
+namespace dally::sim {
+
+namespace {
+
+using send_atom = caf::atom_constant<caf::atom("simsend")>;
+using timeout_atom = caf::atom_constant<caf::atom("simtmo")>;
+using answer_atom = caf::atom_constant<caf::atom("simanswer")>;
+
+/// 2023-11-14T22:13:20Z: true time at virtual time zero.
+constexpr int64_t t0_ms = 1'700'000'000'000;
+
+/// The network node of the engine; clients are 1 and up.
+constexpr uint32_t engine_node = 0;
+
+/// How long a client waits for an answer before it counts as unknown.
+constexpr int64_t client_timeout_ms = 5'000;
+
+/// Schedules whose answer never came are retried with the same key this
+/// often at most.
+constexpr int retries = 3;
+
+struct sim_config : caf::actor_system_config {
+  sim_config() {
+    set("scheduler.policy", caf::atom("testing"));
+    set("logger.verbosity", caf::atom("quiet"));
+    actors::add_message_types(*this);
+  }
+};
+
+std::string join_ms(int64_t x) {
+  return std::to_string(x);
+}
+
+/// The run's shared state; actors reach it through a plain pointer (the
+/// run outlives them all, and only one thread runs anything).
+struct world {
+  world(const sim_options& o, const sim_params& p, prng& root)
+    : opts(o), params(p), sched_gen(root.fork()), work_gen(root.fork()),
+      consumer_gen(root.fork()), fault_gen(root.fork()),
+      net(root.fork(), link_faults{0, p.net_max_delay_ms, p.net_drop_ppm,
+                                   p.net_duplicate_ppm}),
+      clock(p.max_skew_ms), checks(p.max_skew_ms) {
+    // nop
+  }
+
+  const sim_options& opts;
+  sim_params params;
+  prng sched_gen;
+  prng work_gen;
+  prng consumer_gen;
+  prng fault_gen;
+  network_model net;
+  clock_model clock;
+  oracle checks;
+  event_log log{64};
+  std::optional<violation> failure;
+
+  caf::actor_system* sys = nullptr;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  std::shared_ptr<storage::fault_fs> fs;
+  actors::engine_config cfg;
+  engine_actor engine;
+  uint32_t restarts = 0;
+  bool healed = false;
+  /// A power cut is armed: the disk dies at a coming write or sync, and
+  /// the engine is cut down then (or when nothing is left to run).
+  bool crash_pending = false;
+
+  struct consumer_slot {
+    std::string topic;
+    caf::actor handle;
+    bool alive = false;
+  };
+  std::vector<consumer_slot> consumers;
+  /// Promises of deliveries a hanging consumer never answers.
+  std::vector<caf::typed_response_promise<actors::delivery_reply>> hung;
+
+  uint64_t next_key = 0;
+  uint64_t acknowledged = 0;
+  uint64_t steps = 0;
+
+  int64_t true_ms() const {
+    using namespace std::chrono;
+    auto since = sched->clock().current_time.time_since_epoch();
+    return t0_ms + duration_cast<milliseconds>(since).count();
+  }
+
+  void event(const std::string& text) {
+    auto now = true_ms();
+    log.add(now, text);
+    if (opts.verbose)
+      std::cout << now - t0_ms << ' ' << text << std::endl;
+  }
+
+  void fail(violation v) {
+    if (failure)
+      return;
+    event("VIOLATION " + v.invariant + ": " + v.detail);
+    failure = std::move(v);
+  }
+};
+
+// -- clients ------------------------------------------------------------------
+
+/// Sends `req` from client `node` to the engine across the simulated
+/// network (each way delayed, dropped or duplicated as the network model
+/// says), and calls `done` once: with the answer, or with nothing when no
+/// answer came within client_timeout_ms (the request may or may not have
+/// taken effect).
+template<class Reply, class Request>
+void call(world& w, uint32_t node, Request req,
+          std::function<void(std::optional<Reply>)> done) {
+  w.sys->spawn(
+    [&w, node, req = std::move(req),
+     done = std::move(done)](caf::event_based_actor* self, int) {
+      auto finished = std::make_shared<bool>(false);
+      auto now = w.true_ms();
+      for (auto at : w.net.send({node, engine_node}, now))
+        self->delayed_send(self, std::chrono::milliseconds{at - now},
+                           send_atom::value);
+      self->delayed_send(self, std::chrono::milliseconds{client_timeout_ms},
+                         timeout_atom::value);
+      auto finish = [self, finished, done](std::optional<Reply> answer) {
+        if (*finished)
+          return;
+        *finished = true;
+        done(std::move(answer));
+        self->quit();
+      };
+      return caf::behavior{
+        [self, &w, node, req, finish](send_atom) {
+          if (!w.engine)
+            return; // The engine is down: the request is lost.
+          self->request(w.engine, caf::infinite, req)
+            .then(
+              [self, &w, node](Reply& reply) {
+                auto now = w.true_ms();
+                for (auto at : w.net.send({engine_node, node}, now))
+                  self->delayed_send(self, std::chrono::milliseconds{at - now},
+                                     answer_atom::value, reply);
+              },
+              [](caf::error&) {
+                // In doubt (the engine died, or its disk failed): the
+                // timeout reports it as unknown.
+              });
+        },
+        [finish](answer_atom, Reply& reply) { finish(std::move(reply)); },
+        [finish](timeout_atom) { finish(std::nullopt); },
+      };
+    },
+    0);
+}
+
+// -- consumers ----------------------------------------------------------------
+
+v1::DeliveryReply verdict(v1::DeliveryReply::Verdict v) {
+  v1::DeliveryReply out;
+  out.set_verdict(v);
+  return out;
+}
+
+caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
+                            size_t slot) {
+  return {
+    [self, wp,
+     slot](actors::delivery_msg& msg) -> caf::result<actors::delivery_reply> {
+      auto& w = *wp;
+      const auto& d = msg.pb;
+      auto now = w.true_ms();
+      delivery_seen seen;
+      seen.id = d.id().task_id();
+      seen.occurrence = d.id().occurrence();
+      seen.attempt = d.attempt();
+      seen.due_ms = d.due_ms();
+      seen.true_ms = now;
+      seen.wall_high_water_ms = w.clock.high_water_ms(now);
+      w.event("deliver " + std::to_string(seen.id) + "/" +
+              std::to_string(seen.occurrence) + " attempt " +
+              std::to_string(seen.attempt) + " due " +
+              join_ms(seen.due_ms - t0_ms) + " to consumer " +
+              std::to_string(slot));
+      if (auto v = w.checks.delivered(seen))
+        w.fail(std::move(*v));
+      auto ack =
+        actors::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
+      if (w.healed)
+        return ack;
+      auto draw = w.consumer_gen.below(1'000'000);
+      auto& p = w.params;
+      if (draw < p.crash_ppm) {
+        w.event("consumer " + std::to_string(slot) + " dies");
+        w.consumers[slot].alive = false;
+        w.checks.disturbance();
+        self->quit(caf::exit_reason::user_shutdown);
+        return self->make_response_promise<actors::delivery_reply>();
+      }
+      draw -= p.crash_ppm;
+      if (draw < p.hang_ppm) {
+        w.event("consumer " + std::to_string(slot) + " hangs");
+        auto rp = self->make_response_promise<actors::delivery_reply>();
+        w.hung.push_back(rp);
+        return rp;
+      }
+      draw -= p.hang_ppm;
+      if (draw < p.nack_ppm) {
+        auto reply = verdict(v1::DeliveryReply::VERDICT_NACK);
+        reply.set_retry_in_ms(w.consumer_gen.between(0, 2'000));
+        return actors::delivery_reply{std::move(reply)};
+      }
+      draw -= p.nack_ppm;
+      if (draw < p.slow_ppm) {
+        // Answers after up to twice the lease, possibly too late.
+        auto delay = w.consumer_gen.between(1, 2 * p.max_lease_ms);
+        auto rp = self->make_response_promise<actors::delivery_reply>();
+        w.sys->spawn(
+          [rp, delay, ack](caf::event_based_actor* helper, int) mutable {
+            helper->delayed_send(helper, std::chrono::milliseconds{delay},
+                                 answer_atom::value);
+            return caf::behavior{[rp, ack, helper](answer_atom) mutable {
+              rp.deliver(ack);
+              helper->quit();
+            }};
+          },
+          0);
+        return rp;
+      }
+      return ack;
+    },
+  };
+}
+
+void subscribe(world& w, size_t slot) {
+  v1::SubscribeRequest sub;
+  sub.set_topic(w.consumers[slot].topic);
+  auto handle = caf::actor_cast<consumer_actor>(w.consumers[slot].handle);
+  auto engine = w.engine;
+  w.sys->spawn(
+    [engine, sub, handle](caf::event_based_actor* self, int) {
+      self
+        ->request(engine, caf::infinite, actors::subscribe_request{sub}, handle)
+        .then([self](actors::empty_reply&) { self->quit(); },
+              [self](caf::error&) { self->quit(); });
+      // Stays until the answer comes (an empty behavior would quit at once).
+      return caf::behavior{[](answer_atom) {}};
+    },
+    0);
+}
+
+void spawn_consumer(world& w, size_t slot) {
+  w.consumers[slot].handle = w.sys->spawn(consumer_impl, &w, slot);
+  w.consumers[slot].alive = true;
+  subscribe(w, slot);
+}
+
+// -- the engine's life --------------------------------------------------------
+
+void start_engine(world& w) {
+  w.engine = actors::spawn_engine(*w.sys, w.cfg);
+  for (size_t i = 0; i < w.consumers.size(); ++i)
+    if (w.consumers[i].alive)
+      subscribe(w, i);
+}
+
+/// Runs every ready job, in the seed's order.
+void drain(world& w) {
+  while (w.sched->has_job()) {
+    auto& jobs = w.sched->jobs;
+    auto k = w.sched_gen.pick(jobs.size());
+    std::swap(jobs[0], jobs[k]);
+    w.sched->run_once();
+    ++w.steps;
+  }
+}
+
+/// The shard actors of the running engine (the supervisor watches them,
+/// so they outlive an engine that is killed).
+std::vector<caf::actor> shard_handles(world& w) {
+  caf::scoped_actor self{*w.sys};
+  auto handle = self->request(caf::actor_cast<caf::actor>(w.engine),
+                              caf::infinite, actors::shards_atom::value);
+  drain(w);
+  std::vector<caf::actor> out;
+  if (!self->mailbox().empty())
+    handle.receive([&](actors::shard_handles_msg& msg) { out = msg.shards; },
+                   [](caf::error&) {});
+  return out;
+}
+
+/// Arms a power cut: the disk takes `ops` more writes and syncs, then
+/// fails everything, as if the machine had lost power at that point of
+/// its I/O (mid-commit, between a WAL append and its fsync, ...).
+void arm_crash(world& w) {
+  auto ops = static_cast<uint64_t>(w.fault_gen.between(0, 30));
+  w.event("power cut after " + std::to_string(ops) + " more writes");
+  w.fs->die_after(ops);
+  w.crash_pending = true;
+}
+
+/// The power cut happened: the engine's actors all die, what the disk
+/// never synced is gone, and a new engine starts on what survived.
+void crash(world& w) {
+  w.crash_pending = false;
+  w.fs->set_active(false);
+  w.event("crash");
+  auto shards = shard_handles(w);
+  for (auto& s : shards)
+    caf::anon_send_exit(s, caf::exit_reason::kill);
+  caf::anon_send_exit(w.engine, caf::exit_reason::kill);
+  w.engine = nullptr;
+  drain(w);
+  if (auto err = w.fs->drop_unsynced_data())
+    w.fail({"harness", "dropping unsynced data failed: " + err.message()});
+  w.fs->set_active(true);
+  w.checks.disturbance();
+  ++w.restarts;
+  start_engine(w);
+}
+
+// -- the workload -------------------------------------------------------------
+
+struct schedule_plan {
+  v1::ScheduleRequest req;
+  task_expectation what;
+};
+
+schedule_plan plan_schedule(world& w) {
+  auto& g = w.work_gen;
+  schedule_plan out;
+  auto& req = out.req;
+  req.set_topic("t" + std::to_string(g.below(w.params.topics)));
+  req.set_payload("p" + std::to_string(w.next_key));
+  req.set_idempotency_key("k" + std::to_string(w.next_key++));
+  auto* policy = req.mutable_policy();
+  policy->set_lease_ms(g.between(200, w.params.max_lease_ms));
+  auto attempts = static_cast<uint32_t>(g.between(1, w.params.max_attempts));
+  policy->set_max_attempts(attempts);
+  policy->set_backoff_initial_ms(g.between(50, 1'000));
+  policy->set_backoff_multiplier_permille(2'000);
+  policy->set_backoff_max_ms(5'000);
+  out.what.max_attempts = attempts;
+  auto* when = req.mutable_when();
+  switch (g.below(6)) {
+    case 0:
+    case 1:
+      when->set_at_ms(w.true_ms() + g.between(-2'000, 60'000));
+      break;
+    case 2:
+      when->set_in_ms(g.between(0, 30'000));
+      break;
+    case 3:
+      when->set_every_ms(g.between(1'000, 10'000));
+      out.what.recurring = true;
+      out.what.occurrences = static_cast<uint64_t>(g.between(1, 4));
+      when->set_max_count(out.what.occurrences);
+      break;
+    case 4: {
+      static constexpr int steps[] = {2, 3, 5, 7};
+      auto* cron = when->mutable_cron();
+      cron->set_expression("*/" + std::to_string(steps[g.below(4)]) +
+                           " * * * * *");
+      out.what.recurring = true;
+      out.what.occurrences = static_cast<uint64_t>(g.between(1, 3));
+      when->set_max_count(out.what.occurrences);
+      break;
+    }
+    default: {
+      auto* list = when->mutable_intervals();
+      auto n = g.between(1, 3);
+      for (int64_t i = 0; i < n; ++i)
+        list->add_intervals_ms(g.between(500, 5'000));
+      out.what.recurring = true;
+      out.what.occurrences = static_cast<uint64_t>(n);
+      out.what.exact_count = false;
+      break;
+    }
+  }
+  return out;
+}
+
+void send_schedule(world& w, schedule_plan plan, int attempt) {
+  auto node = static_cast<uint32_t>(1 + w.work_gen.below(4));
+  auto key = plan.req.idempotency_key();
+  w.event("schedule " + key + " attempt " + std::to_string(attempt) + " " +
+          plan.req.when().ShortDebugString());
+  call<actors::schedule_reply>(
+    w, node, actors::schedule_request{plan.req},
+    [&w, plan, attempt, key](std::optional<actors::schedule_reply> answer) {
+      if (!answer) {
+        w.event("schedule " + key + " unknown");
+        if (attempt < retries && !w.failure)
+          send_schedule(w, plan, attempt + 1);
+        return;
+      }
+      auto what = plan.what;
+      what.due_ms = answer->pb.due_ms();
+      w.event("schedule " + key + " -> " + std::to_string(answer->pb.id()) +
+              (answer->pb.created() ? " created" : " known") + " due " +
+              join_ms(what.due_ms ? what.due_ms - t0_ms : 0));
+      ++w.acknowledged;
+      w.checks.acknowledged(answer->pb.id(), what);
+    });
+}
+
+uint64_t pick_id(world& w) {
+  auto ids = w.checks.known_ids();
+  if (ids.empty() || w.work_gen.chance(1, 10))
+    return 1 + w.work_gen.below(1'000); // Maybe unknown.
+  return ids[w.work_gen.pick(ids.size())];
+}
+
+void send_revoke(world& w) {
+  auto id = pick_id(w);
+  w.checks.revoke_sent(id);
+  w.event("revoke " + std::to_string(id));
+  v1::RevokeRequest req;
+  req.set_id(id);
+  call<actors::change_reply>(
+    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
+    actors::revoke_request{req},
+    [&w, id](std::optional<actors::change_reply> answer) {
+      if (!answer) {
+        w.event("revoke " + std::to_string(id) + " unknown");
+        return;
+      }
+      auto outcome = answer->pb.outcome();
+      w.event("revoke " + std::to_string(id) + " -> " +
+              v1::ChangeOutcome_Name(outcome));
+      switch (outcome) {
+        case v1::CHANGE_OUTCOME_DONE:
+          w.checks.revoke_answered(id, revoke_answer::done);
+          break;
+        case v1::CHANGE_OUTCOME_IN_FLIGHT:
+          w.checks.revoke_answered(id, revoke_answer::in_flight);
+          break;
+        case v1::CHANGE_OUTCOME_COMPLETED:
+          w.checks.revoke_answered(id, revoke_answer::completed);
+          break;
+        default:
+          w.checks.revoke_answered(id, revoke_answer::not_found);
+          break;
+      }
+    });
+}
+
+void send_reschedule(world& w) {
+  auto id = pick_id(w);
+  auto due = w.true_ms() + w.work_gen.between(0, 30'000);
+  w.checks.reschedule_sent(id, due);
+  w.event("reschedule " + std::to_string(id) + " to " + join_ms(due - t0_ms));
+  v1::RescheduleRequest req;
+  req.set_id(id);
+  req.set_due_ms(due);
+  call<actors::change_reply>(
+    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
+    actors::reschedule_request{req},
+    [&w, id](std::optional<actors::change_reply> answer) {
+      w.event("reschedule " + std::to_string(id) + " -> " +
+              (answer ? v1::ChangeOutcome_Name(answer->pb.outcome())
+                      : std::string{"unknown"}));
+    });
+}
+
+// -- faults -------------------------------------------------------------------
+
+void disk_fault(world& w) {
+  auto& g = w.fault_gen;
+  storage::fault_spec spec;
+  spec.kinds = storage::file_kind::wal;
+  // EIO only: after ENOSPC RocksDB recovers by itself on a background
+  // thread, in real time, which would make runs differ from one another.
+  spec.code = storage::fault_code::io_error;
+  spec.torn = g.chance(1, 2);
+  auto count = static_cast<uint32_t>(g.between(1, 3));
+  if (g.chance(1, 2)) {
+    w.event("disk: the next " + std::to_string(count) + " WAL writes fail");
+    w.fs->fail_writes(count, spec);
+  } else {
+    w.event("disk: the next " + std::to_string(count) + " WAL syncs fail");
+    w.fs->fail_syncs(count, spec);
+  }
+  w.checks.disturbance();
+}
+
+void clock_step(world& w) {
+  auto delta = w.fault_gen.between(-w.params.max_skew_ms, w.params.max_skew_ms);
+  auto moved = w.clock.shift(w.true_ms(), delta);
+  w.event("wall clock steps " + std::to_string(moved) + " ms (offset " +
+          std::to_string(w.clock.offset_ms()) + ")");
+}
+
+void network_fault(world& w, bool partition) {
+  auto& g = w.fault_gen;
+  auto client = static_cast<uint32_t>(1 + g.below(4));
+  link_id there{client, engine_node};
+  link_id back{engine_node, client};
+  auto span = g.between(1'000, 20'000);
+  auto now = w.true_ms();
+  if (partition) {
+    w.event("partition client " + std::to_string(client) + " for " +
+            std::to_string(span) + " ms");
+    w.net.partition(there);
+    w.net.partition(back);
+  } else {
+    w.event("clog client " + std::to_string(client) + " for " +
+            std::to_string(span) + " ms");
+    w.net.clog(there, now + span);
+    w.net.clog(back, now + span);
+  }
+  // Partitions heal by themselves too (clogs end on their own).
+  if (partition) {
+    w.sys->spawn(
+      [&w, there, back, span](caf::event_based_actor* self, int) {
+        self->delayed_send(self, std::chrono::milliseconds{span},
+                           answer_atom::value);
+        return caf::behavior{[&w, there, back, self](answer_atom) {
+          w.net.heal(there);
+          w.net.heal(back);
+          self->quit();
+        }};
+      },
+      0);
+  }
+}
+
+/// Heals every fault: network, disk, consumers; no more clock steps.
+void heal(world& w) {
+  w.event("heal");
+  w.healed = true;
+  w.net.heal_all();
+  w.fs->clear_faults();
+  std::map<std::string, bool> covered;
+  for (auto& c : w.consumers)
+    covered[c.topic] = covered[c.topic] || c.alive;
+  for (size_t i = 0; i < w.consumers.size(); ++i)
+    if (!w.consumers[i].alive && !covered[w.consumers[i].topic]) {
+      covered[w.consumers[i].topic] = true;
+      spawn_consumer(w, i);
+    }
+  // Deliveries the hanging consumers hold run out with their lease and go
+  // to healthy consumers; a fresh consumer per topic takes them.
+  for (uint32_t t = 0; t < w.params.topics; ++t) {
+    w.consumers.push_back({"t" + std::to_string(t), caf::actor{}, false});
+    spawn_consumer(w, w.consumers.size() - 1);
+  }
+}
+
+// -- the end ------------------------------------------------------------------
+
+/// Asks the engine (directly, no network) for `req`'s answer.
+template<class Reply, class Request>
+std::optional<Reply> ask(world& w, caf::scoped_actor& self, Request req) {
+  auto handle = self->request(w.engine, caf::infinite, std::move(req));
+  drain(w);
+  std::optional<Reply> out;
+  if (self->mailbox().empty())
+    return out;
+  handle.receive([&](Reply& reply) { out = std::move(reply); },
+                 [&](caf::error&) {});
+  return out;
+}
+
+void final_checks(world& w) {
+  caf::scoped_actor self{*w.sys};
+  std::map<uint64_t, uint32_t> dead;
+  uint64_t after = 0;
+  for (;;) {
+    v1::DeadLettersRequest req;
+    req.set_after_id(after);
+    req.set_limit(100);
+    auto page = ask<actors::dead_letters_reply>(
+      w, self, actors::dead_letters_request{req});
+    if (!page) {
+      w.fail({"liveness", "the engine does not list its dead letters"});
+      return;
+    }
+    for (const auto& d : page->pb.dead()) {
+      dead[d.task().id()] = d.task().attempt();
+      after = std::max(after, d.task().id());
+    }
+    if (page->pb.dead_size() < 100)
+      break;
+  }
+  for (auto id : w.checks.known_ids()) {
+    final_state state = final_state::gone;
+    uint32_t attempt = 0;
+    if (auto it = dead.find(id); it != dead.end()) {
+      state = final_state::dead;
+      attempt = it->second;
+    } else {
+      v1::GetRequest get;
+      get.set_id(id);
+      auto handle =
+        self->request(w.engine, caf::infinite, actors::get_request{get});
+      drain(w);
+      bool answered = false;
+      if (!self->mailbox().empty())
+        handle.receive(
+          [&](actors::get_reply& reply) {
+            answered = true;
+            state = reply.pb.dead() ? final_state::dead : final_state::live;
+            attempt = reply.pb.task().attempt();
+          },
+          [&](caf::error& err) {
+            answered = actors::from_caf(err).code() == core::errc::not_found;
+          });
+      if (!answered) {
+        w.fail({"liveness", "task " + std::to_string(id) +
+                              ": the engine does not answer get"});
+        return;
+      }
+    }
+    if (auto v = w.checks.check_final(id, state, attempt)) {
+      w.fail(std::move(*v));
+      return;
+    }
+  }
+}
+
+/// A scratch directory for the run's stores: in /dev/shm when there is
+/// one (fsync costs nothing there; the fault file system still tracks
+/// what was synced), else the system's temporary directory.
+std::filesystem::path make_data_dir(const sim_options& opts) {
+  std::filesystem::path root = opts.data_root;
+  if (root.empty()) {
+    std::error_code ec;
+    root = std::filesystem::is_directory("/dev/shm", ec)
+             ? std::filesystem::path{"/dev/shm"}
+             : std::filesystem::temp_directory_path();
+  }
+  auto dir = root / ("dally-sim-" + std::to_string(::getpid()) + "-" +
+                     std::to_string(opts.seed));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+} // namespace
+
+// -- parameters ---------------------------------------------------------------
+
+sim_params sim_params::draw(prng& gen) {
+  sim_params p;
+  p.shards = static_cast<uint32_t>(gen.between(1, 3));
+  p.notifiers = static_cast<uint32_t>(gen.between(1, 2));
+  p.topics = static_cast<uint32_t>(gen.between(1, 3));
+  p.consumers_per_topic = static_cast<uint32_t>(gen.between(1, 3));
+  p.tasks = static_cast<uint32_t>(gen.between(5, 60));
+  p.revokes = static_cast<uint32_t>(gen.between(0, p.tasks / 4));
+  p.reschedules = static_cast<uint32_t>(gen.between(0, p.tasks / 4));
+  p.fault_phase_ms = gen.between(10'000, 120'000);
+  p.crashes = static_cast<uint32_t>(gen.between(0, 3));
+  p.disk_faults = static_cast<uint32_t>(gen.between(0, 3));
+  p.clock_steps = static_cast<uint32_t>(gen.between(0, 4));
+  p.max_skew_ms = gen.chance(1, 4) ? 0 : gen.between(1, 5'000);
+  p.net_max_delay_ms = gen.between(0, 200);
+  p.net_drop_ppm =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 100'000));
+  p.net_duplicate_ppm =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 100'000));
+  p.partitions = static_cast<uint32_t>(gen.between(0, 2));
+  p.clogs = static_cast<uint32_t>(gen.between(0, 2));
+  p.nack_ppm = static_cast<uint32_t>(gen.between(0, 200'000));
+  p.slow_ppm = static_cast<uint32_t>(gen.between(0, 200'000));
+  p.hang_ppm = static_cast<uint32_t>(gen.between(0, 100'000));
+  p.crash_ppm = static_cast<uint32_t>(gen.between(0, 50'000));
+  p.max_lease_ms = gen.between(500, 5'000);
+  p.max_attempts = static_cast<uint32_t>(gen.between(1, 6));
+  return p;
+}
+
+std::string sim_params::describe() const {
+  std::ostringstream out;
+  out << "shards=" << shards << " notifiers=" << notifiers
+      << " topics=" << topics << " consumers_per_topic=" << consumers_per_topic
+      << " tasks=" << tasks << " revokes=" << revokes
+      << " reschedules=" << reschedules << " fault_phase_ms=" << fault_phase_ms
+      << " crashes=" << crashes << " disk_faults=" << disk_faults
+      << " clock_steps=" << clock_steps << " max_skew_ms=" << max_skew_ms
+      << " net_max_delay_ms=" << net_max_delay_ms
+      << " net_drop_ppm=" << net_drop_ppm
+      << " net_duplicate_ppm=" << net_duplicate_ppm
+      << " partitions=" << partitions << " clogs=" << clogs
+      << " nack_ppm=" << nack_ppm << " slow_ppm=" << slow_ppm
+      << " hang_ppm=" << hang_ppm << " crash_ppm=" << crash_ppm
+      << " max_lease_ms=" << max_lease_ms << " max_attempts=" << max_attempts;
+  return out.str();
+}
+
+std::optional<actors::planted_bug> parse_planted(const std::string& name) {
+  using actors::planted_bug;
+  for (auto bug : {planted_bug::none, planted_bug::fire_early,
+                   planted_bug::lose_ack, planted_bug::deliver_after_revoke})
+    if (planted_name(bug) == name)
+      return bug;
+  return std::nullopt;
+}
+
+std::string planted_name(actors::planted_bug bug) {
+  switch (bug) {
+    case actors::planted_bug::none:
+      return "none";
+    case actors::planted_bug::fire_early:
+      return "fire-early";
+    case actors::planted_bug::lose_ack:
+      return "lose-ack";
+    case actors::planted_bug::deliver_after_revoke:
+      return "deliver-after-revoke";
+  }
+  return "none";
+}
+
+// -- the run ------------------------------------------------------------------
+
+sim_result run_simulation(const sim_options& opts) {
+  prng root{opts.seed};
+  auto params_gen = root.fork();
+  sim_result out;
+  out.params = sim_params::draw(params_gen);
+  auto data_dir = make_data_dir(opts);
+  {
+    world w{opts, out.params, root};
+    sim_config caf_cfg;
+    caf::actor_system sys{caf_cfg};
+    w.sys = &sys;
+    w.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+    w.fs = std::make_shared<storage::fault_fs>();
+    auto& p = w.params;
+    w.cfg.data_dir = data_dir.string();
+    w.cfg.shard_count = p.shards;
+    w.cfg.notifiers = p.notifiers;
+    w.cfg.durability = storage::durability::sync;
+    w.cfg.write_buffer_bytes = 1 << 20;
+    w.cfg.block_cache_bytes = 1 << 20;
+    w.cfg.shard.plant = opts.plant;
+    w.cfg.file_system = w.fs;
+    w.cfg.wall_clock_ms = [&w] { return w.clock.wall_ms(w.true_ms()); };
+    for (uint32_t t = 0; t < p.topics; ++t)
+      for (uint32_t c = 0; c < p.consumers_per_topic; ++c)
+        w.consumers.push_back({"t" + std::to_string(t), caf::actor{}, false});
+    w.event("start " + p.describe());
+    w.engine = actors::spawn_engine(sys, w.cfg);
+    for (size_t i = 0; i < w.consumers.size(); ++i)
+      spawn_consumer(w, i);
+    // The fault phase's events, each at a time drawn from the seed.
+    using action = std::function<void()>;
+    std::multimap<int64_t, action> agenda;
+    auto& g = w.work_gen;
+    auto at = [&](int64_t offset_ms, action a) {
+      agenda.emplace(t0_ms + offset_ms, std::move(a));
+    };
+    auto span = p.fault_phase_ms;
+    for (uint32_t i = 0; i < p.tasks; ++i)
+      at(g.between(0, span), [&w] { send_schedule(w, plan_schedule(w), 0); });
+    for (uint32_t i = 0; i < p.revokes; ++i)
+      at(g.between(0, span), [&w] { send_revoke(w); });
+    for (uint32_t i = 0; i < p.reschedules; ++i)
+      at(g.between(0, span), [&w] { send_reschedule(w); });
+    auto& f = w.fault_gen;
+    for (uint32_t i = 0; i < p.crashes; ++i)
+      at(f.between(1, span), [&w] { arm_crash(w); });
+    for (uint32_t i = 0; i < p.disk_faults; ++i)
+      at(f.between(1, span), [&w] { disk_fault(w); });
+    for (uint32_t i = 0; i < p.clock_steps; ++i)
+      at(f.between(1, span), [&w] { clock_step(w); });
+    for (uint32_t i = 0; i < p.partitions; ++i)
+      at(f.between(1, span), [&w] { network_fault(w, true); });
+    for (uint32_t i = 0; i < p.clogs; ++i)
+      at(f.between(1, span), [&w] { network_fault(w, false); });
+    // Drift: every second the wall clock gains or loses up to 2 ms.
+    for (int64_t t = 1'000; t < span; t += 1'000)
+      at(t, [&w] { w.clock.shift(w.true_ms(), w.fault_gen.between(-2, 2)); });
+    // A dead consumer comes back a while later.
+    for (int64_t t = 5'000; t < span; t += 5'000)
+      at(t, [&w] {
+        for (size_t i = 0; i < w.consumers.size(); ++i)
+          if (!w.consumers[i].alive && w.fault_gen.chance(1, 2)) {
+            w.event("consumer " + std::to_string(i) + " comes back");
+            spawn_consumer(w, i);
+          }
+      });
+    at(span, [&w] { heal(w); });
+    // Everything due is delivered within this bound after the heal: the
+    // last due time (at most a minute past the fault phase, recurrences
+    // under a minute more), every attempt's lease and backoff, and slack.
+    auto liveness_ms =
+      120'000 +
+      static_cast<int64_t>(p.max_attempts) * (p.max_lease_ms + 5'000) + 60'000;
+    auto end_ms = t0_ms + span + liveness_ms;
+    auto& clock = w.sched->clock();
+    while (!w.failure) {
+      if (w.sched->has_job()) {
+        auto& jobs = w.sched->jobs;
+        auto k = w.sched_gen.pick(jobs.size());
+        std::swap(jobs[0], jobs[k]);
+        w.sched->run_once();
+        ++w.steps;
+        if (w.crash_pending && !w.fs->active())
+          crash(w);
+        continue;
+      }
+      if (w.crash_pending) {
+        crash(w);
+        continue;
+      }
+      auto next_timer = INT64_MAX;
+      if (clock.has_pending_timeout()) {
+        auto since = clock.schedule().begin()->first.time_since_epoch();
+        next_timer =
+          t0_ms +
+          std::chrono::duration_cast<std::chrono::milliseconds>(since).count();
+        // Sub-millisecond timers round up, never fire before their time.
+        if (std::chrono::duration_cast<std::chrono::milliseconds>(since) <
+            since)
+          ++next_timer;
+      }
+      auto next_event = agenda.empty() ? INT64_MAX : agenda.begin()->first;
+      auto next = std::min(next_timer, next_event);
+      if (next == INT64_MAX || next > end_ms)
+        break;
+      if (next > w.true_ms())
+        clock.current_time =
+          caf::actor_clock::time_point{std::chrono::milliseconds{next - t0_ms}};
+      if (next_event <= next_timer) {
+        auto act = std::move(agenda.begin()->second);
+        agenda.erase(agenda.begin());
+        act();
+      } else {
+        clock.trigger_timeout();
+      }
+    }
+    if (!w.failure) {
+      if (w.true_ms() < end_ms)
+        clock.current_time = caf::actor_clock::time_point{
+          std::chrono::milliseconds{end_ms - t0_ms}};
+      w.event("liveness phase over");
+      final_checks(w);
+    }
+    w.event(w.failure ? "failed" : "passed");
+    out.hash = w.log.hash_hex();
+    out.events = w.log.size();
+    out.steps = w.steps;
+    out.deliveries = w.checks.deliveries();
+    out.acknowledged = w.acknowledged;
+    out.restarts = w.restarts;
+    out.failure = w.failure;
+    out.last_events.assign(w.log.last().begin(), w.log.last().end());
+    // Shut everything down before the system goes.
+    w.hung.clear();
+    for (auto& c : w.consumers)
+      if (c.handle)
+        caf::anon_send_exit(c.handle, caf::exit_reason::user_shutdown);
+    if (w.engine)
+      caf::anon_send_exit(w.engine, caf::exit_reason::user_shutdown);
+    w.engine = nullptr;
+    drain(w);
+    // Timers of dead actors may remain; they go with the system.
+    for (int i = 0; i < 100'000 && clock.has_pending_timeout(); ++i) {
+      clock.trigger_timeout();
+      drain(w);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(data_dir, ec);
+  return out;
+}
+
+} // namespace dally::sim

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/engine_config.hpp"
+#include "sim/oracle.hpp"
+#include "sim/prng.hpp"
+
+namespace dally::sim {
+
+/// How one run goes, every field drawn from the seed (see draw): the
+/// engine's shape, the workload, the consumers' behaviour and the faults.
+/// Rates are per million, so that every decision is an integer draw.
+struct sim_params {
+  uint32_t shards = 2;
+  uint32_t notifiers = 1;
+  uint32_t topics = 1;
+  uint32_t consumers_per_topic = 1;
+  /// Schedules sent during the fault phase.
+  uint32_t tasks = 40;
+  uint32_t revokes = 5;
+  uint32_t reschedules = 5;
+  /// True time the fault phase lasts; the liveness phase follows.
+  int64_t fault_phase_ms = 60'000;
+  uint32_t crashes = 1;
+  uint32_t disk_faults = 1;
+  uint32_t clock_steps = 2;
+  int64_t max_skew_ms = 1'000;
+  /// Client <-> engine links.
+  int64_t net_max_delay_ms = 20;
+  uint32_t net_drop_ppm = 0;
+  uint32_t net_duplicate_ppm = 0;
+  uint32_t partitions = 0;
+  uint32_t clogs = 0;
+  /// What a consumer does with a delivery in the fault phase (the rest of
+  /// a million: ack).
+  uint32_t nack_ppm = 0;
+  uint32_t slow_ppm = 0;
+  uint32_t hang_ppm = 0;
+  uint32_t crash_ppm = 0;
+  /// Delivery policy bounds of the tasks.
+  int64_t max_lease_ms = 2'000;
+  uint32_t max_attempts = 4;
+
+  /// Draws every field from `gen`.
+  static sim_params draw(prng& gen);
+
+  /// One line, `name=value` pairs.
+  std::string describe() const;
+};
+
+/// The command line's say over a run.
+struct sim_options {
+  uint64_t seed = 0;
+  /// A bug planted in the engine, for the self-test.
+  actors::planted_bug plant = actors::planted_bug::none;
+  /// Where the run's data directory goes (a fresh one, removed after).
+  std::string data_root;
+  /// Print every event as it happens.
+  bool verbose = false;
+};
+
+struct sim_result {
+  sim_params params;
+  /// The event log's hash: the same seed and binary give the same one.
+  std::string hash;
+  uint64_t events = 0;
+  uint64_t steps = 0;
+  uint64_t deliveries = 0;
+  uint64_t acknowledged = 0;
+  uint32_t restarts = 0;
+  std::optional<violation> failure;
+  /// The last events before the end (or the failure), oldest first.
+  std::vector<std::string> last_events;
+};
+
+/// One deterministic run: the real engine, notifier and shard actors on
+/// CAF's test_coordinator, the next ready actor picked by the seed; true
+/// time and the engine's (drifting, stepping) wall clock both virtual;
+/// RocksDB on the fault-injecting file system (a crash keeps only what
+/// was synced); clients behind a simulated network; consumers that ack,
+/// nack, dawdle, hang or die. A fault phase, then everything heals and a
+/// liveness phase runs; the oracle checks every delivery as it happens and
+/// every acknowledged task at the end.
+sim_result run_simulation(const sim_options& opts);
+
+/// The name of a planted bug on the command line, and back.
+std::optional<actors::planted_bug> parse_planted(const std::string& name);
+std::string planted_name(actors::planted_bug bug);
+
+} // namespace dally::sim
