@@ -294,15 +294,19 @@ void start_engine(world& w) {
       subscribe(w, i);
 }
 
+/// Runs one message of one ready actor, the actor drawn from the seed.
+void step(world& w) {
+  auto& jobs = w.sched->jobs;
+  auto k = w.sched_gen.pick(jobs.size());
+  std::swap(jobs[0], jobs[k]);
+  w.sched->run_once();
+  ++w.steps;
+}
+
 /// Runs every ready job, in the seed's order.
 void drain(world& w) {
-  while (w.sched->has_job()) {
-    auto& jobs = w.sched->jobs;
-    auto k = w.sched_gen.pick(jobs.size());
-    std::swap(jobs[0], jobs[k]);
-    w.sched->run_once();
-    ++w.steps;
-  }
+  while (w.sched->has_job())
+    step(w);
 }
 
 /// The shard actors of the running engine (the supervisor watches them,
@@ -822,11 +826,7 @@ sim_result run_simulation(const sim_options& opts) {
     auto& clock = w.sched->clock();
     while (!w.failure) {
       if (w.sched->has_job()) {
-        auto& jobs = w.sched->jobs;
-        auto k = w.sched_gen.pick(jobs.size());
-        std::swap(jobs[0], jobs[k]);
-        w.sched->run_once();
-        ++w.steps;
+        step(w);
         if (w.crash_pending && !w.fs->active())
           crash(w);
         continue;
