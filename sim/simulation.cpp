@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <queue>
 #include <sstream>
 #include <utility>
 
@@ -59,10 +57,6 @@ struct sim_config : caf::actor_system_config {
     actors::add_message_types(*this);
   }
 };
-
-std::string join_ms(int64_t x) {
-  return std::to_string(x);
-}
 
 /// The run's shared state; actors reach it through a plain pointer (the
 /// run outlives them all, and only one thread runs anything).
@@ -212,7 +206,7 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
       w.event("deliver " + std::to_string(seen.id) + "/" +
               std::to_string(seen.occurrence) + " attempt " +
               std::to_string(seen.attempt) + " due " +
-              join_ms(seen.due_ms - t0_ms) + " to consumer " +
+              std::to_string(seen.due_ms - t0_ms) + " to consumer " +
               std::to_string(slot));
       if (auto v = w.checks.delivered(seen))
         w.fail(std::move(*v));
@@ -443,7 +437,7 @@ void send_schedule(world& w, schedule_plan plan, int attempt) {
       what.due_ms = answer->pb.due_ms();
       w.event("schedule " + key + " -> " + std::to_string(answer->pb.id()) +
               (answer->pb.created() ? " created" : " known") + " due " +
-              join_ms(what.due_ms ? what.due_ms - t0_ms : 0));
+              std::to_string(what.due_ms ? what.due_ms - t0_ms : 0));
       ++w.acknowledged;
       w.checks.acknowledged(answer->pb.id(), what);
     });
@@ -494,7 +488,8 @@ void send_reschedule(world& w) {
   auto id = pick_id(w);
   auto due = w.true_ms() + w.work_gen.between(0, 30'000);
   w.checks.reschedule_sent(id, due);
-  w.event("reschedule " + std::to_string(id) + " to " + join_ms(due - t0_ms));
+  w.event("reschedule " + std::to_string(id) + " to " +
+          std::to_string(due - t0_ms));
   v1::RescheduleRequest req;
   req.set_id(id);
   req.set_due_ms(due);
