@@ -490,6 +490,18 @@ struct rocks_task_store::impl {
                       op);
   }
 
+  /// Starts stats.quarantined at the records moved aside before this open,
+  /// so that a restart does not hide them from an operator.
+  core::error count_quarantine() {
+    std::unique_ptr<rocksdb::Iterator> it{
+      db->NewIterator(rocksdb::ReadOptions{}, cfs[cf_quarantine])};
+    for (it->SeekToFirst(); it->Valid(); it->Next())
+      ++stats.quarantined;
+    if (!it->status().ok())
+      return from_status(it->status(), "counting quarantined records");
+    return {};
+  }
+
   /// Reads the shard meta, or writes a fresh one into a new store.
   core::error load_meta() {
     auto raw = read(cf_meta, meta_key);
@@ -646,6 +658,8 @@ rocks_task_store::open(const store_options& opts) {
   state->cfs.assign(state->handles.begin() + 1,
                     state->handles.begin() + 1 + cf_count);
   if (auto err = state->load_meta())
+    return err;
+  if (auto err = state->count_quarantine())
     return err;
   // Ids up to the reservation may have gone out in commits a power loss
   // took back: never hand them out again.

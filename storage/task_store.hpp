@@ -28,6 +28,7 @@ struct store_stats {
   uint64_t commits = 0;
   uint64_t mutations = 0;
   uint64_t syncs = 0;
+  /// Records in quarantine, those moved aside before this open included.
   uint64_t quarantined = 0;
   /// Bytes held in write buffers (memtables, active and awaiting flush):
   /// memory bounded by the write buffer settings, not by the task count.
