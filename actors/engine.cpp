@@ -220,6 +220,7 @@ void stats(engine_impl_actor* self) {
           r.set_revoked(r.revoked() + c.revoked);
           r.set_commits(r.commits() + c.commits);
           r.set_memtable_bytes(r.memtable_bytes() + m.memtable_bytes);
+          r.set_quarantined(r.quarantined() + m.quarantined);
           for (auto& [name, n] : m.waiting) {
             r.set_waiting(r.waiting() + n);
             auto& t = topic(name);
@@ -320,16 +321,7 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
   for (uint32_t i = 0; i < cfg.shard_count; ++i) {
     shard_setup s;
     s.index = i;
-    s.store.path =
-      (std::filesystem::path{cfg.data_dir} / ("shard-" + std::to_string(i)))
-        .string();
-    s.store.shard = i;
-    s.store.shard_count = cfg.shard_count;
-    s.store.durability = cfg.durability;
-    s.store.sync_period_ms = cfg.sync_period_ms;
-    s.store.write_buffer_bytes = cfg.write_buffer_bytes;
-    s.store.block_cache_bytes = cfg.block_cache_bytes;
-    s.store.file_system = cfg.file_system;
+    s.store = shard_store_options(cfg, i);
     s.opts = cfg.shard;
     if (s.opts.max_unanswered_per_topic == 0 &&
         cfg.max_unanswered_per_topic > 0)
@@ -497,6 +489,22 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
 }
 
 } // namespace
+
+storage::store_options shard_store_options(const engine_config& cfg,
+                                           uint32_t shard) {
+  storage::store_options out;
+  out.path =
+    (std::filesystem::path{cfg.data_dir} / ("shard-" + std::to_string(shard)))
+      .string();
+  out.shard = shard;
+  out.shard_count = cfg.shard_count;
+  out.durability = cfg.durability;
+  out.sync_period_ms = cfg.sync_period_ms;
+  out.write_buffer_bytes = cfg.write_buffer_bytes;
+  out.block_cache_bytes = cfg.block_cache_bytes;
+  out.file_system = cfg.file_system;
+  return out;
+}
 
 engine_actor spawn_engine(caf::actor_system& sys, engine_config cfg) {
   return caf::actor_cast<engine_actor>(sys.spawn(engine_impl, std::move(cfg)));

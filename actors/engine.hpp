@@ -23,4 +23,9 @@ namespace dally::actors {
 /// or with the first shard's error; `embedded_engine::start` waits for it.
 engine_actor spawn_engine(caf::actor_system& sys, engine_config cfg);
 
+/// How the engine opens shard `shard`'s store (its directory is
+/// `data_dir/shard-<shard>`), for tools that inspect a stopped node's data.
+storage::store_options shard_store_options(const engine_config& cfg,
+                                           uint32_t shard);
+
 } // namespace dally::actors

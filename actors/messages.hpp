@@ -111,6 +111,7 @@ struct shard_stats_msg {
   uint64_t backlog = 0;
   std::map<std::string, uint64_t> waiting;
   uint64_t memtable_bytes = 0;
+  uint64_t quarantined = 0;
 };
 
 /// Notifier -> engine: a notifier's numbers, for stats.

@@ -451,7 +451,9 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       out.window = logic.window_size();
       out.backlog = logic.backlog_size();
       out.waiting = logic.waiting();
-      out.memtable_bytes = self->state.store->stats().memtable_bytes;
+      auto store_stats = self->state.store->stats();
+      out.memtable_bytes = store_stats.memtable_bytes;
+      out.quarantined = store_stats.quarantined;
       return out;
     },
   };

@@ -784,6 +784,7 @@ int cmd_stats(client& c, const command_line&) {
     {"commits", s.commits()},
     {"shard_restarts", s.shard_restarts()},
     {"memtable_bytes", s.memtable_bytes()},
+    {"quarantined", s.quarantined()},
   };
   if (c.global().json) {
     json_object obj;
