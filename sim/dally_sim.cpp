@@ -98,7 +98,7 @@ int run_one(const sim::sim_options& opts, bool brief, bool twice) {
   std::cout << "steps=" << res.steps << " events=" << res.events
             << " acknowledged=" << res.acknowledged
             << " deliveries=" << res.deliveries << " restarts=" << res.restarts
-            << '\n';
+            << " damaged=" << res.damaged << '\n';
   if (res.failure) {
     std::cout << "VIOLATION " << res.failure->invariant << ": "
               << res.failure->detail << '\n';

@@ -62,6 +62,11 @@ std::optional<violation> oracle::delivered(const delivery_seen& d) {
                                       ", earlier than the clock's skew of " +
                                       str(max_skew_ms_) + " ms allows"};
   auto& t = tasks_[d.id];
+  if (t.damaged)
+    return violation{"corrupt_record", where +
+                                         "delivered after its stored record "
+                                         "was damaged (it must be "
+                                         "quarantined, not delivered)"};
   if (t.acked && !t.what.recurring && !t.dues.empty() &&
       !t.dues.count(d.due_ms))
     return violation{"due_time",
@@ -105,6 +110,14 @@ std::vector<uint64_t> oracle::known_ids() const {
   return out;
 }
 
+std::vector<uint64_t> oracle::intact_ids() const {
+  std::vector<uint64_t> out;
+  for (const auto& [id, t] : tasks_)
+    if (t.acked && !t.damaged)
+      out.push_back(id);
+  return out;
+}
+
 std::optional<violation> oracle::check_final(uint64_t id, final_state state,
                                              uint32_t dead_attempt) const {
   auto it = tasks_.find(id);
@@ -112,6 +125,19 @@ std::optional<violation> oracle::check_final(uint64_t id, final_state state,
     return std::nullopt;
   const auto& t = it->second;
   auto where = "task " + str(id) + ": ";
+  if (t.damaged) {
+    if (state == final_state::live || state == final_state::dead)
+      return violation{
+        "corrupt_record",
+        where +
+          "its stored record was damaged, yet the "
+          "engine reports it " +
+          (state == final_state::live ? "live" : "as a dead letter")};
+    return std::nullopt;
+  }
+  if (state == final_state::quarantined)
+    return violation{"corrupt_record", where + "quarantined, but no fault "
+                                               "damaged its record"};
   if (state == final_state::dead) {
     if (dead_attempt < t.what.max_attempts)
       return violation{"dead_letter", where + "dead-lettered after " +

@@ -46,8 +46,9 @@ struct delivery_seen {
 /// How the engine answered a revoke.
 enum class revoke_answer : uint8_t { done, in_flight, completed, not_found };
 
-/// The engine's view of a task at the end of a run.
-enum class final_state : uint8_t { live, gone, dead };
+/// The engine's view of a task at the end of a run: live, gone (not found),
+/// a dead letter, or quarantined (its get failed with corrupt_record).
+enum class final_state : uint8_t { live, gone, dead, quarantined };
 
 /// The invariant checker, free of CAF: told every acknowledged request and
 /// every delivery in the order they happen, it checks each delivery at
@@ -63,7 +64,9 @@ enum class final_state : uint8_t { live, gone, dead };
 /// its count of occurrences, and exactly its count (max_count) once all
 /// are due; every
 /// acknowledged, unrevoked task is delivered until acked (or is a dead
-/// letter); dead letters only after max attempts.
+/// letter); dead letters only after max attempts; a task whose stored
+/// record was damaged is never delivered again, and ends quarantined or
+/// gone (and nothing else does).
 class oracle {
 public:
   explicit oracle(int64_t max_skew_ms) : max_skew_ms_(max_skew_ms) {
@@ -85,6 +88,12 @@ public:
   /// The engine crashed, its disk failed, or a consumer died: deliveries
   /// may have been lost unseen, so attempts may skip.
   void disturbance() { ++disturbances_; }
+
+  /// The stored record of `id` was damaged while the engine was down.
+  void damaged(uint64_t id) { tasks_[id].damaged = true; }
+
+  /// Acknowledged tasks whose record has not been damaged.
+  std::vector<uint64_t> intact_ids() const;
 
   std::optional<violation> delivered(const delivery_seen& d);
 
@@ -113,6 +122,7 @@ private:
     bool revoke_sent = false;
     std::optional<revoke_answer> revoke;
     uint64_t after_revoke = 0;
+    bool damaged = false;
   };
 
   int64_t max_skew_ms_;

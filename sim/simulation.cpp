@@ -28,6 +28,7 @@
 #include "sim/event_log.hpp"
 #include "sim/network_model.hpp"
 #include "storage/fault_fs.hpp"
+#include "storage/record_damage.hpp"
 
 namespace dally::sim {
 
@@ -66,7 +67,7 @@ struct world {
       consumer_gen(root.fork()), fault_gen(root.fork()),
       net(root.fork(), link_faults{0, p.net_max_delay_ms, p.net_drop_ppm,
                                    p.net_duplicate_ppm}),
-      clock(p.max_skew_ms), checks(p.max_skew_ms) {
+      damage_gen(root.fork()), clock(p.max_skew_ms), checks(p.max_skew_ms) {
     // nop
   }
 
@@ -77,6 +78,9 @@ struct world {
   prng consumer_gen;
   prng fault_gen;
   network_model net;
+  /// Forked after the others, so that runs without damage stay as they
+  /// were before damage was modelled.
+  prng damage_gen;
   clock_model clock;
   oracle checks;
   event_log log{64};
@@ -88,6 +92,7 @@ struct world {
   actors::engine_config cfg;
   engine_actor engine;
   uint32_t restarts = 0;
+  uint32_t damaged = 0;
   bool healed = false;
   /// A power cut is armed: the disk dies at a coming write or sync, and
   /// the engine is cut down then (or when nothing is left to run).
@@ -338,6 +343,42 @@ void arm_crash(world& w) {
   w.crash_pending = true;
 }
 
+/// While the engine is down, maybe rewrites one acknowledged task's stored
+/// record with bytes that pass RocksDB's checksums but do not decode (a
+/// faulty writer's, or memory gone bad before the checksum): the shard
+/// must quarantine it, never deliver it again, and count it in stats.
+void damage_record(world& w) {
+  auto& g = w.damage_gen;
+  if (g.below(1'000'000) >= w.params.damage_ppm)
+    return;
+  auto ids = w.checks.intact_ids();
+  if (ids.empty())
+    return;
+  auto id = ids[g.pick(ids.size())];
+  static constexpr std::pair<storage::record_damage, const char*> kinds[] = {
+    {storage::record_damage::garbage, "garbage"},
+    {storage::record_damage::invalid_field, "invalid field"},
+    {storage::record_damage::wrong_id, "wrong id"},
+  };
+  auto [how, name] = kinds[g.pick(std::size(kinds))];
+  auto shard = static_cast<uint32_t>(id % w.cfg.shard_count);
+  auto err = storage::damage_task_record(
+    actors::shard_store_options(w.cfg, shard), id, how);
+  auto task = "task " + std::to_string(id);
+  if (err.code() == core::errc::not_found) {
+    w.event("damage: " + task + " has no stored record");
+    return;
+  }
+  if (err) {
+    w.fail({"harness",
+            "damaging the record of " + task + " failed: " + err.message()});
+    return;
+  }
+  w.event("damage: the record of " + task + " (" + name + ")");
+  w.checks.damaged(id);
+  ++w.damaged;
+}
+
 /// The power cut happened: the engine's actors all die, what the disk
 /// never synced is gone, and a new engine starts on what survived.
 void crash(world& w) {
@@ -353,6 +394,7 @@ void crash(world& w) {
   if (auto err = w.fs->drop_unsynced_data())
     w.fail({"harness", "dropping unsynced data failed: " + err.message()});
   w.fs->set_active(true);
+  damage_record(w);
   w.checks.disturbance();
   ++w.restarts;
   start_engine(w);
@@ -643,7 +685,11 @@ void final_checks(world& w) {
             attempt = reply.pb.task().attempt();
           },
           [&](caf::error& err) {
-            answered = actors::from_caf(err).code() == core::errc::not_found;
+            auto code = actors::from_caf(err).code();
+            answered = code == core::errc::not_found ||
+                       code == core::errc::corrupt_record;
+            if (code == core::errc::corrupt_record)
+              state = final_state::quarantined;
           });
       if (!answered) {
         w.fail({"liveness", "task " + std::to_string(id) +
@@ -656,6 +702,19 @@ void final_checks(world& w) {
       return;
     }
   }
+  // Every damaged record has been read by now (the get above, if not
+  // before), so each must be in quarantine and counted.
+  auto stats = ask<actors::stats_reply>(
+    w, self, actors::stats_request{v1::StatsRequest{}});
+  if (!stats) {
+    w.fail({"liveness", "the engine does not answer stats"});
+    return;
+  }
+  if (stats->pb.quarantined() != w.damaged)
+    w.fail({"corrupt_record", "the engine counts " +
+                                std::to_string(stats->pb.quarantined()) +
+                                " quarantined records; " +
+                                std::to_string(w.damaged) + " were damaged"});
 }
 
 /// A scratch directory for the run's stores: in /dev/shm when there is
@@ -707,6 +766,9 @@ sim_params sim_params::draw(prng& gen) {
   p.crash_ppm = static_cast<uint32_t>(gen.between(0, 50'000));
   p.max_lease_ms = gen.between(500, 5'000);
   p.max_attempts = static_cast<uint32_t>(gen.between(1, 6));
+  // Drawn last: the fields above stay what they were for every seed.
+  p.damage_ppm =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 1'000'000));
   return p;
 }
 
@@ -724,7 +786,8 @@ std::string sim_params::describe() const {
       << " partitions=" << partitions << " clogs=" << clogs
       << " nack_ppm=" << nack_ppm << " slow_ppm=" << slow_ppm
       << " hang_ppm=" << hang_ppm << " crash_ppm=" << crash_ppm
-      << " max_lease_ms=" << max_lease_ms << " max_attempts=" << max_attempts;
+      << " max_lease_ms=" << max_lease_ms << " max_attempts=" << max_attempts
+      << " damage_ppm=" << damage_ppm;
   return out.str();
 }
 
@@ -880,6 +943,7 @@ sim_result run_simulation(const sim_options& opts) {
     out.deliveries = w.checks.deliveries();
     out.acknowledged = w.acknowledged;
     out.restarts = w.restarts;
+    out.damaged = w.damaged;
     out.failure = w.failure;
     out.last_events.assign(w.log.last().begin(), w.log.last().end());
     // Shut everything down before the system goes.

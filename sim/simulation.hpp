@@ -44,6 +44,9 @@ struct sim_params {
   /// Delivery policy bounds of the tasks.
   int64_t max_lease_ms = 2'000;
   uint32_t max_attempts = 4;
+  /// Chance per crash that one acknowledged task's stored record is
+  /// damaged while the engine is down.
+  uint32_t damage_ppm = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
@@ -72,6 +75,8 @@ struct sim_result {
   uint64_t deliveries = 0;
   uint64_t acknowledged = 0;
   uint32_t restarts = 0;
+  /// Stored records damaged (see sim_params::damage_ppm).
+  uint32_t damaged = 0;
   std::optional<violation> failure;
   /// The last events before the end (or the failure), oldest first.
   std::vector<std::string> last_events;
@@ -81,7 +86,8 @@ struct sim_result {
 /// CAF's test_coordinator, the next ready actor picked by the seed; true
 /// time and the engine's (drifting, stepping) wall clock both virtual;
 /// RocksDB on the fault-injecting file system (a crash keeps only what
-/// was synced); clients behind a simulated network; consumers that ack,
+/// was synced, and a record may be damaged while it is down); clients
+/// behind a simulated network; consumers that ack,
 /// nack, dawdle, hang or die. A fault phase, then everything heals and a
 /// liveness phase runs; the oracle checks every delivery as it happens and
 /// every acknowledged task at the end.

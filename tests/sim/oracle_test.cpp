@@ -138,6 +138,28 @@ BOOST_AUTO_TEST_CASE(the_end_state_of_every_acknowledged_task) {
   BOOST_TEST(invariant_of(o.check_final(3, final_state::gone, 0)) == "none");
 }
 
+BOOST_AUTO_TEST_CASE(a_damaged_record_is_never_delivered_and_ends_quarantined) {
+  oracle o{0};
+  o.acknowledged(1, once(10));
+  o.acknowledged(2, once(10));
+  BOOST_TEST(o.intact_ids() == (std::vector<uint64_t>{1, 2}));
+  BOOST_TEST(invariant_of(o.delivered(at(1, 1, 10, 10))) == "none");
+  o.damaged(1);
+  BOOST_TEST(o.intact_ids() == (std::vector<uint64_t>{2}));
+  BOOST_TEST(invariant_of(o.delivered(at(1, 2, 10, 20))) == "corrupt_record");
+  // Gone or quarantined, never live or dead, and no loss to report.
+  BOOST_TEST(invariant_of(o.check_final(1, final_state::gone, 0)) == "none");
+  BOOST_TEST(invariant_of(o.check_final(1, final_state::quarantined, 0)) ==
+             "none");
+  BOOST_TEST(invariant_of(o.check_final(1, final_state::live, 0)) ==
+             "corrupt_record");
+  BOOST_TEST(invariant_of(o.check_final(1, final_state::dead, 1)) ==
+             "corrupt_record");
+  // Quarantine of a record no fault touched is a finding too.
+  BOOST_TEST(invariant_of(o.check_final(2, final_state::quarantined, 0)) ==
+             "corrupt_record");
+}
+
 BOOST_AUTO_TEST_CASE(the_clock_stays_within_its_skew_and_remembers_its_peak) {
   clock_model c{100};
   BOOST_TEST(c.wall_ms(1'000) == 1'000);
