@@ -362,8 +362,12 @@ void damage_record(world& w) {
   };
   auto [how, name] = kinds[g.pick(std::size(kinds))];
   auto shard = static_cast<uint32_t>(id % w.cfg.shard_count);
-  auto err = storage::damage_task_record(
-    actors::shard_store_options(w.cfg, shard), id, how);
+  auto opts = actors::shard_store_options(w.cfg, shard);
+  // The damage is not the engine's I/O: it bypasses the fault file system
+  // (and the write and sync faults armed there). Files it did not create
+  // count as durable.
+  opts.file_system = nullptr;
+  auto err = storage::damage_task_record(opts, id, how);
   auto task = "task " + std::to_string(id);
   if (err.code() == core::errc::not_found) {
     w.event("damage: " + task + " has no stored record");
