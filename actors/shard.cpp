@@ -159,15 +159,21 @@ void send_deliveries(shard_actor* self, std::vector<v1::Delivery>& items) {
       self->send(notifiers[i], std::move(per[i]));
 }
 
+/// Answers the replies held for the staged batch: with `err`, or as their
+/// values when it is none.
+void answer_held(shard_actor* self, const core::error& err) {
+  auto held = std::move(self->state.held);
+  self->state.held.clear();
+  for (auto& f : held)
+    f(err);
+}
+
 void flush(shard_actor* self) {
   auto& st = self->state;
   st.flush_sent = false;
   auto now = wall_now(self);
   auto res = st.logic->commit(now);
-  auto held = std::move(st.held);
-  st.held.clear();
-  for (auto& f : held)
-    f(res.err);
+  answer_held(self, res.err);
   if (res.err) {
     // The failed write is in doubt: it may still be on disk, and RocksDB
     // must not append to a WAL whose write failed (its writer keeps the
@@ -194,11 +200,15 @@ void wake(shard_actor* self) {
   st.armed_ms = never_ms;
   auto now = wall_now(self);
   if (auto err = st.logic->fire(now)) {
-    // The window stays consistent on a store error; try again shortly
-    // rather than spinning on a failing disk.
-    self->delayed_send(self, std::chrono::milliseconds{100}, wake_atom::value,
-                       ++st.wake_generation);
-    st.armed_ms = now + 100;
+    // A read failed, or the write that quarantines a damaged record did
+    // (then RocksDB's WAL writer keeps the error, as after a failed
+    // commit). Retrying here spun: the entries went back to the window,
+    // due at once (found by dally-sim, seed 12051826974165715928). Restart
+    // from the store instead, as a failed commit does; requests waiting
+    // for the staged batch get the error.
+    answer_held(self, err);
+    self->quit(to_caf(err));
+    return;
   }
   // Fired tasks go out after their commit: commit now rather than behind
   // the requests queued in the mailbox. The commit also releases the held
