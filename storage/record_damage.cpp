@@ -9,6 +9,7 @@
 #include <rocksdb/file_system.h>
 
 #include "proto/dally.pb.h"
+#include "storage/rocks_task_store.hpp"
 
 namespace dally::storage {
 
@@ -16,14 +17,6 @@ namespace {
 
 core::error failed(const rocksdb::Status& status, const std::string& what) {
   return core::error{core::errc::io_error, what + ": " + status.ToString()};
-}
-
-/// The "tasks" family's key of `id`: 8 bytes, big-endian.
-std::string id_key(core::task_id id) {
-  std::string out;
-  for (int shift = 56; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>(id >> shift));
-  return out;
 }
 
 std::string damaged(const std::string& value, core::task_id id,
@@ -77,7 +70,7 @@ core::error damage_task_record(const store_options& opts, core::task_id id,
       tasks = handle;
   core::error out;
   std::string value;
-  auto key = id_key(id);
+  auto key = encode_task_key(id);
   if (tasks == nullptr) {
     out = core::error{core::errc::not_found, opts.path + " has no tasks"};
   } else if (status = db->Get(rocksdb::ReadOptions{}, tasks, key, &value);

@@ -78,13 +78,6 @@ uint64_t get_be64(std::string_view in) {
   return x;
 }
 
-std::string encode_id(core::task_id id) {
-  std::string out;
-  out.reserve(id_key_bytes);
-  put_be64(out, id);
-  return out;
-}
-
 /// Flipping the sign bit maps int64 order onto unsigned byte order.
 std::string encode_due(const due_key& key) {
   std::string out;
@@ -197,6 +190,13 @@ template<class... Fs>
 overloaded(Fs...) -> overloaded<Fs...>;
 
 } // namespace
+
+std::string encode_task_key(core::task_id id) {
+  std::string out;
+  out.reserve(id_key_bytes);
+  put_be64(out, id);
+  return out;
+}
 
 // -- state --------------------------------------------------------------------
 
@@ -428,7 +428,7 @@ struct rocks_task_store::impl {
       auto bytes = encode(rec);
       if (!bytes)
         return bytes.err();
-      builder.put(cf_tasks, encode_id(rec.task.id), *bytes);
+      builder.put(cf_tasks, encode_task_key(rec.task.id), *bytes);
       return {};
     };
     auto put_record = [&](const task_record& rec) -> core::error {
@@ -437,57 +437,57 @@ struct rocks_task_store::impl {
       builder.put(cf_due, encode_due(write_batch::key_of(rec)), {});
       return {};
     };
-    return std::visit(overloaded{
-                        [&](const write_batch::put_op& x) {
-                          return put_record(stamped(x.rec));
-                        },
-                        [&](const write_batch::replace_op& x) {
-                          // A delivery, touch or give-back keeps the index
-                          // entry: only the record changes.
-                          if (x.before == write_batch::key_of(x.after))
-                            return put_value(stamped(x.after));
-                          builder.erase(cf_due, encode_due(x.before));
-                          return put_record(stamped(x.after));
-                        },
-                        [&](const write_batch::erase_op& x) {
-                          ++next.last_seq;
-                          builder.erase(cf_tasks, encode_id(x.key.id));
-                          builder.erase(cf_due, encode_due(x.key));
-                          return core::error{};
-                        },
-                        [&](const write_batch::bury_op& x) {
-                          auto dead = x.dead;
-                          dead.record = stamped(std::move(dead.record));
-                          auto bytes = encode(dead);
-                          if (!bytes)
-                            return bytes.err();
-                          builder.erase(cf_tasks, encode_id(x.key.id));
-                          builder.erase(cf_due, encode_due(x.key));
-                          builder.put(cf_dead, encode_id(dead.record.task.id),
-                                      *bytes);
-                          return core::error{};
-                        },
-                        [&](const write_batch::revive_op& x) {
-                          builder.erase(cf_dead, encode_id(x.dead_id));
-                          return put_record(stamped(x.rec));
-                        },
-                        [&](const write_batch::drop_dead_op& x) {
-                          ++next.last_seq;
-                          builder.erase(cf_dead, encode_id(x.id));
-                          return core::error{};
-                        },
-                        [&](const write_batch::put_key_op& x) {
-                          ++next.last_seq;
-                          builder.put(cf_keys, x.key, encode(x.entry));
-                          return core::error{};
-                        },
-                        [&](const write_batch::erase_key_op& x) {
-                          ++next.last_seq;
-                          builder.erase(cf_keys, x.key);
-                          return core::error{};
-                        },
-                      },
-                      op);
+    return std::visit(
+      overloaded{
+        [&](const write_batch::put_op& x) {
+          return put_record(stamped(x.rec));
+        },
+        [&](const write_batch::replace_op& x) {
+          // A delivery, touch or give-back keeps the index
+          // entry: only the record changes.
+          if (x.before == write_batch::key_of(x.after))
+            return put_value(stamped(x.after));
+          builder.erase(cf_due, encode_due(x.before));
+          return put_record(stamped(x.after));
+        },
+        [&](const write_batch::erase_op& x) {
+          ++next.last_seq;
+          builder.erase(cf_tasks, encode_task_key(x.key.id));
+          builder.erase(cf_due, encode_due(x.key));
+          return core::error{};
+        },
+        [&](const write_batch::bury_op& x) {
+          auto dead = x.dead;
+          dead.record = stamped(std::move(dead.record));
+          auto bytes = encode(dead);
+          if (!bytes)
+            return bytes.err();
+          builder.erase(cf_tasks, encode_task_key(x.key.id));
+          builder.erase(cf_due, encode_due(x.key));
+          builder.put(cf_dead, encode_task_key(dead.record.task.id), *bytes);
+          return core::error{};
+        },
+        [&](const write_batch::revive_op& x) {
+          builder.erase(cf_dead, encode_task_key(x.dead_id));
+          return put_record(stamped(x.rec));
+        },
+        [&](const write_batch::drop_dead_op& x) {
+          ++next.last_seq;
+          builder.erase(cf_dead, encode_task_key(x.id));
+          return core::error{};
+        },
+        [&](const write_batch::put_key_op& x) {
+          ++next.last_seq;
+          builder.put(cf_keys, x.key, encode(x.entry));
+          return core::error{};
+        },
+        [&](const write_batch::erase_key_op& x) {
+          ++next.last_seq;
+          builder.erase(cf_keys, x.key);
+          return core::error{};
+        },
+      },
+      op);
   }
 
   /// Starts stats.quarantined at the records moved aside before this open,
@@ -763,7 +763,7 @@ core::error rocks_task_store::set_epoch(uint64_t epoch) {
 core::result<std::optional<task_record>>
 rocks_task_store::get(core::task_id id) {
   auto& s = *impl_;
-  auto key = encode_id(id);
+  auto key = encode_task_key(id);
   auto raw = s.read(cf_tasks, key);
   if (!raw)
     return raw.err();
@@ -782,7 +782,7 @@ rocks_task_store::get_many(std::span<const core::task_id> ids) {
   std::vector<std::string> keys;
   keys.reserve(ids.size());
   for (auto id : ids)
-    keys.push_back(encode_id(id));
+    keys.push_back(encode_task_key(id));
   std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
   std::vector<rocksdb::ColumnFamilyHandle*> families(ids.size(),
                                                      s.cfs[cf_tasks]);
@@ -959,7 +959,7 @@ rocks_task_store::dead_letters(core::task_id after, size_t limit) {
     return result;
   std::vector<impl::quarantine_item> bad;
   {
-    auto start = encode_id(after);
+    auto start = encode_task_key(after);
     std::unique_ptr<rocksdb::Iterator> it{
       s.db->NewIterator(rocksdb::ReadOptions{}, s.cfs[cf_dead])};
     it->Seek(slice(start));
@@ -998,7 +998,7 @@ rocks_task_store::dead_letters(core::task_id after, size_t limit) {
 core::result<std::optional<dead_letter>>
 rocks_task_store::get_dead(core::task_id id) {
   auto& s = *impl_;
-  auto key = encode_id(id);
+  auto key = encode_task_key(id);
   auto raw = s.read(cf_dead, key);
   if (!raw)
     return raw.err();

@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,6 +17,9 @@
 #include "storage/write_batch.hpp"
 
 namespace dally::storage {
+
+/// The key of task `id` in the "tasks" and "dead" families (see below).
+std::string encode_task_key(core::task_id id);
 
 /// The durable task store of one shard: one RocksDB instance in the shard's
 /// data directory, values encoded as the protobuf messages of

@@ -138,13 +138,6 @@ void with_raw_db(
   BOOST_REQUIRE(db->Close().ok());
 }
 
-std::string id_key(core::task_id id) {
-  std::string out;
-  for (int shift = 56; shift >= 0; shift -= 8)
-    out.push_back(static_cast<char>(id >> shift));
-  return out;
-}
-
 /// Waits for `pid` at most `timeout`, killing it if it hangs; returns its
 /// exit code or -1.
 int wait_bounded(pid_t pid, std::chrono::seconds timeout) {
@@ -782,13 +775,14 @@ BOOST_AUTO_TEST_CASE(corrupt_task_records_are_quarantined) {
   with_raw_db(dir, [&](rocksdb::DB& db, auto& cfs) {
     rocksdb::WriteOptions wo;
     BOOST_REQUIRE(
-      db.Put(wo, cfs["tasks"], id_key(id_b), "\xff\xff garbage").ok());
+      db.Put(wo, cfs["tasks"], encode_task_key(id_b), "\xff\xff garbage").ok());
     v1::TaskRecord msg;
     BOOST_REQUIRE(!to_proto(tasks[2], msg));
     msg.set_state(v1::TASK_STATE_UNSPECIFIED);
     BOOST_REQUIRE(
-      db.Put(wo, cfs["tasks"], id_key(id_c), msg.SerializeAsString()).ok());
-    BOOST_REQUIRE(db.Put(wo, cfs["tasks"], id_key(id_d), "\xff").ok());
+      db.Put(wo, cfs["tasks"], encode_task_key(id_c), msg.SerializeAsString())
+        .ok());
+    BOOST_REQUIRE(db.Put(wo, cfs["tasks"], encode_task_key(id_d), "\xff").ok());
   });
   auto store = open_ok(opts);
   BOOST_TEST(ok(store->get(id_a)).has_value());
@@ -830,7 +824,7 @@ BOOST_AUTO_TEST_CASE(corrupt_task_records_are_quarantined) {
   // The raw bytes are kept with their reason.
   with_raw_db(dir, [&](rocksdb::DB& db, auto& cfs) {
     std::string value;
-    auto key = std::string{"tasks"} + '\0' + id_key(id_b);
+    auto key = std::string{"tasks"} + '\0' + encode_task_key(id_b);
     BOOST_REQUIRE(
       db.Get(rocksdb::ReadOptions{}, cfs["quarantine"], key, &value).ok());
     BOOST_TEST(value.find("do not parse") != std::string::npos);
@@ -860,7 +854,7 @@ BOOST_AUTO_TEST_CASE(corrupt_due_keys_dead_letters_and_keys_are_quarantined) {
     rocksdb::WriteOptions wo;
     BOOST_REQUIRE(db.Put(wo, cfs["due"], "short", "").ok());
     BOOST_REQUIRE(
-      db.Put(wo, cfs["dead"], id_key(tasks[1].task.id), "\xff").ok());
+      db.Put(wo, cfs["dead"], encode_task_key(tasks[1].task.id), "\xff").ok());
     BOOST_REQUIRE(db.Put(wo, cfs["dead"], "odd", "").ok());
     BOOST_REQUIRE(db.Put(wo, cfs["keys"], "bad-key", "\xff\xff").ok());
     BOOST_REQUIRE(db.Put(wo, cfs["keys"], "bad-too", "\xff\xff").ok());
