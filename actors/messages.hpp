@@ -14,6 +14,7 @@
 
 #include "actors/dispatcher.hpp"
 #include "actors/engine_actor.hpp"
+#include "actors/release_queue.hpp"
 #include "actors/shard_logic.hpp"
 #include "proto/dally_api.pb.h"
 
@@ -27,6 +28,7 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using wake_atom = caf::atom_constant<caf::atom("wake")>;
 using maintain_atom = caf::atom_constant<caf::atom("maintain")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using topics_atom = caf::atom_constant<caf::atom("topics")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;
@@ -34,9 +36,10 @@ using ready_atom = caf::atom_constant<caf::atom("ready")>;
 /// supervisor).
 using shards_atom = caf::atom_constant<caf::atom("shards")>;
 
-/// Shard -> notifier: deliveries fired by one commit, in due order.
+/// Shard -> notifier: deliveries fired by one commit, in due order, each
+/// to be released at its due time unless its shard cancels it first.
 struct deliver_batch {
-  std::vector<v1::Delivery> items;
+  std::vector<held_delivery> items;
 };
 
 /// Notifier -> engine -> shard: the consumer holding a delivery died.

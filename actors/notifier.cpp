@@ -12,6 +12,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wall_clock.hpp"
 
 namespace dally::actors {
 
@@ -25,7 +26,12 @@ struct notifier_state {
   /// it starts, before it sends any batch).
   std::vector<caf::actor> shards;
   std::unique_ptr<dispatcher> logic;
-  std::function<int64_t()> wall_clock_ms;
+  wall_clock clock;
+  /// Fired deliveries waiting for their due time, and the armed release:
+  /// its generation and wall-clock target.
+  release_queue holds;
+  uint64_t release_generation = 0;
+  int64_t release_armed_ms = std::numeric_limits<int64_t>::max();
   /// Handle and deliveries per message of each known consumer.
   std::unordered_map<consumer_id, std::pair<consumer_actor, uint32_t>>
     consumers;
@@ -60,19 +66,19 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
   auto i = st.consumers.find(cid);
   if (i == st.consumers.end()) {
     // Unknown handle (a race with its removal): treat it as gone.
-    st.logic->failed(cid, ref_of(d), false, st.wall_clock_ms(), st.fx);
+    st.logic->failed(cid, ref_of(d), false, st.clock.now_ms(), st.fx);
     return;
   }
   auto ref = ref_of(d);
   auto timeout_ms =
-    std::max<int64_t>(1, d.lease_deadline_ms() - st.wall_clock_ms());
+    std::max<int64_t>(1, d.lease_deadline_ms() - st.clock.now_ms());
   self
     ->request(i->second.first, std::chrono::milliseconds{timeout_ms},
               delivery_msg{std::move(d)})
     .then(
       [self, cid, ref](delivery_reply& reply) {
         auto& st = self->state;
-        st.logic->answered(cid, ref, st.wall_clock_ms(), st.fx);
+        st.logic->answered(cid, ref, st.clock.now_ms(), st.fx);
         v1::DeliveryId id;
         id.set_task_id(ref.id);
         id.set_occurrence(ref.occurrence);
@@ -102,7 +108,7 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
       [self, cid, ref](caf::error& err) {
         auto& st = self->state;
         bool timeout = err == caf::sec::request_timeout;
-        st.logic->failed(cid, ref, timeout, st.wall_clock_ms(), st.fx);
+        st.logic->failed(cid, ref, timeout, st.clock.now_ms(), st.fx);
         act(self);
       });
 }
@@ -116,7 +122,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
   auto i = st.consumers.find(cid);
   if (i == st.consumers.end()) {
     for (auto& d : items)
-      st.logic->failed(cid, ref_of(d), false, st.wall_clock_ms(), st.fx);
+      st.logic->failed(cid, ref_of(d), false, st.clock.now_ms(), st.fx);
     return;
   }
   std::vector<delivery_ref> refs;
@@ -129,7 +135,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
     deadline_ms = std::min(deadline_ms, d.lease_deadline_ms());
     *batch.add_deliveries() = std::move(d);
   }
-  auto timeout_ms = std::max<int64_t>(1, deadline_ms - st.wall_clock_ms());
+  auto timeout_ms = std::max<int64_t>(1, deadline_ms - st.clock.now_ms());
   auto handle = caf::actor_cast<caf::actor>(i->second.first);
   self
     ->request(handle, std::chrono::milliseconds{timeout_ms},
@@ -137,7 +143,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
     .then(
       [self, cid, refs](delivery_batch_reply& reply) {
         auto& st = self->state;
-        auto now_ms = st.wall_clock_ms();
+        auto now_ms = st.clock.now_ms();
         // By target shard (or the engine): the verdicts to settle.
         std::vector<std::pair<caf::actor, settle_batch_msg>> out;
         const auto& verdicts = reply.pb.replies();
@@ -170,7 +176,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
       [self, cid, refs](caf::error& err) {
         auto& st = self->state;
         bool timeout = err == caf::sec::request_timeout;
-        auto now_ms = st.wall_clock_ms();
+        auto now_ms = st.clock.now_ms();
         for (auto& ref : refs)
           st.logic->failed(cid, ref, timeout, now_ms, st.fx);
         act(self);
@@ -234,9 +240,40 @@ void arm_expiry(notifier_actor* self) {
     return; // The armed check comes first; it re-arms when it runs.
   st.expire_armed_ms = next;
   auto gen = ++st.expire_generation;
-  auto delay_ms = std::max<int64_t>(0, next - st.wall_clock_ms());
+  auto delay_ms = std::max<int64_t>(0, next - st.clock.now_ms());
   self->delayed_send(self, std::chrono::milliseconds{delay_ms},
                      expire_atom::value, gen);
+}
+
+/// Keeps one release armed, at the earliest held delivery's due time.
+void arm_release(notifier_actor* self) {
+  auto& st = self->state;
+  auto next = st.holds.next_release_ms();
+  if (next >= st.release_armed_ms)
+    return; // The armed release comes first; it re-arms when it runs.
+  st.release_armed_ms = next;
+  auto gen = ++st.release_generation;
+  auto delay_us = st.clock.delay_until_us(next);
+  // High priority: releasing due deliveries goes ahead of answers and
+  // batches queued in the mailbox.
+  if (delay_us <= 0)
+    self->send<caf::message_priority::high>(self, release_atom::value, gen);
+  else
+    self->delayed_send<caf::message_priority::high>(
+      self, std::chrono::microseconds{delay_us}, release_atom::value, gen);
+}
+
+/// Hands the held deliveries that are due to the dispatcher.
+void release_due(notifier_actor* self) {
+  auto& st = self->state;
+  auto now = st.clock.now_ms();
+  auto due = st.holds.pop_due(now);
+  if (!due.empty()) {
+    st.logic->deliver(std::move(due), now, st.fx);
+    act(self);
+    arm_expiry(self);
+  }
+  arm_release(self);
 }
 
 /// Carries out what the dispatcher asked for.
@@ -265,20 +302,34 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
   st.engine = std::move(engine);
   st.shards.resize(shard_count);
   st.logic = std::make_unique<dispatcher>(opts);
-  st.wall_clock_ms = std::move(wall_clock_ms);
+  st.clock = wall_clock{std::move(wall_clock_ms)};
   return {
     [self](deliver_batch& batch) {
       auto& st = self->state;
-      st.logic->deliver(std::move(batch.items), st.wall_clock_ms(), st.fx);
-      act(self);
-      arm_expiry(self);
+      auto now = st.clock.now_ms();
+      bool any_due = false;
+      for (auto& item : batch.items) {
+        any_due = any_due || item.release_ms <= now;
+        st.holds.push(std::move(item));
+      }
+      if (any_due)
+        release_due(self);
+      else
+        arm_release(self);
+    },
+    [self](release_atom, uint64_t gen) {
+      auto& st = self->state;
+      if (gen != st.release_generation)
+        return;
+      st.release_armed_ms = std::numeric_limits<int64_t>::max();
+      release_due(self);
     },
     [self](expire_atom, uint64_t gen) {
       auto& st = self->state;
       if (gen != st.expire_generation)
         return;
       st.expire_armed_ms = std::numeric_limits<int64_t>::max();
-      st.logic->expire(st.wall_clock_ms(), st.fx);
+      st.logic->expire(st.clock.now_ms(), st.fx);
       act(self);
       arm_expiry(self);
     },
@@ -296,13 +347,13 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
         st.consumers[cid] = {c.handle, c.max_batch};
         slots.push_back(consumer_slot{cid, c.max_in_flight});
       }
-      st.logic->set_consumers(msg.topic, std::move(slots), st.wall_clock_ms(),
+      st.logic->set_consumers(msg.topic, std::move(slots), st.clock.now_ms(),
                               st.fx);
       act(self);
     },
     [self](consumer_down_msg& msg) {
       auto& st = self->state;
-      st.logic->consumer_down(msg.id, st.wall_clock_ms(), st.fx);
+      st.logic->consumer_down(msg.id, st.clock.now_ms(), st.fx);
       st.consumers.erase(msg.id);
       act(self);
     },

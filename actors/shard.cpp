@@ -15,6 +15,7 @@
 #include "actors/messages.hpp"
 #include "actors/shard_logic.hpp"
 #include "actors/type_ids.hpp"
+#include "actors/wall_clock.hpp"
 #include "storage/rocks_task_store.hpp"
 
 namespace dally::actors {
@@ -50,9 +51,7 @@ struct shard_state {
   /// The armed wake-up: its generation and wall-clock target.
   uint64_t wake_generation = 0;
   int64_t armed_ms = never_ms;
-  /// The wall clock is the system's: wake-up delays are computed in µs, so
-  /// a wake-up is not up to 1 ms late from truncating now to the ms.
-  bool system_clock = false;
+  wall_clock clock;
 
   ~shard_state() {
     // The logic refers to the store: it goes first. The store closes its
@@ -64,10 +63,13 @@ struct shard_state {
 
 using shard_actor = caf::stateful_actor<shard_state>;
 
+/// 1 with the planted bug fire_early (the shard's clock runs ahead).
+int64_t planted_ahead_ms(shard_actor* self) {
+  return self->state.setup.opts.plant == planted_bug::fire_early ? 1 : 0;
+}
+
 int64_t wall_now(shard_actor* self) {
-  auto& setup = self->state.setup;
-  return setup.wall_clock_ms() +
-         (setup.opts.plant == planted_bug::fire_early ? 1 : 0);
+  return self->state.clock.now_ms() + planted_ahead_ms(self);
 }
 
 void schedule_flush(shard_actor* self) {
@@ -93,15 +95,7 @@ void arm(shard_actor* self) {
     return; // The armed wake-up comes first; it re-arms on arrival.
   auto gen = ++st.wake_generation;
   st.armed_ms = next;
-  int64_t delay_us = 0;
-  if (st.system_clock) {
-    auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                    std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-    delay_us = next * 1000 - now_us;
-  } else {
-    delay_us = (next - wall_now(self)) * 1000;
-  }
+  auto delay_us = st.clock.delay_until_us(next - planted_ahead_ms(self));
   // High priority: a wake-up goes ahead of queued requests, whose
   // processing would otherwise make every due task late.
   if (delay_us <= 0)
@@ -142,17 +136,22 @@ caf::result<Reply> fail(shard_actor* self, const core::error& err) {
   return rp;
 }
 
-void send_deliveries(shard_actor* self, std::vector<v1::Delivery>& items) {
+/// Hands a commit's fires to the notifiers of their topics, which release
+/// each at its due time.
+void send_deliveries(shard_actor* self, std::vector<held_delivery>& items) {
   auto& notifiers = self->state.setup.notifiers;
   if (items.empty() || notifiers.empty())
     return;
+  if (auto ahead = planted_ahead_ms(self); ahead > 0)
+    for (auto& item : items)
+      item.release_ms -= ahead;
   if (notifiers.size() == 1) {
     self->send(notifiers[0], deliver_batch{std::move(items)});
     return;
   }
   std::vector<deliver_batch> per(notifiers.size());
   for (auto& d : items)
-    per[hash_index(d.topic(), notifiers.size())].items.emplace_back(
+    per[hash_index(d.delivery.topic(), notifiers.size())].items.emplace_back(
       std::move(d));
   for (size_t i = 0; i < per.size(); ++i)
     if (!per[i].items.empty())
@@ -211,14 +210,11 @@ void wake(shard_actor* self) {
     return;
   }
   // Fired tasks go out after their commit: commit now rather than behind
-  // the requests queued in the mailbox. The commit also releases the held
-  // deliveries that are due.
+  // the requests queued in the mailbox.
   if (st.logic->dirty()) {
     flush(self);
     return;
   }
-  auto due = st.logic->release(now);
-  send_deliveries(self, due);
   arm(self);
 }
 
@@ -266,11 +262,7 @@ caf::result<empty_reply> answer_settle(shard_actor* self, core::error err) {
 caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
-  if (!st.setup.wall_clock_ms)
-    st.setup.wall_clock_ms = system_wall_clock_ms;
-  using clock_fn = int64_t (*)();
-  auto* fn = st.setup.wall_clock_ms.target<clock_fn>();
-  st.system_clock = fn != nullptr && *fn == &system_wall_clock_ms;
+  st.clock = wall_clock{st.setup.wall_clock_ms};
   auto opened = storage::rocks_task_store::open(st.setup.store);
   if (!opened) {
     self->quit(to_caf(opened.err()));

@@ -737,7 +737,6 @@ struct shard_logic::impl {
     commit_result out;
     if (batch_.empty()) {
       clear_staging();
-      out.deliveries = release(now_ms);
       return out;
     }
     if (auto err = store_.commit(batch_)) {
@@ -763,8 +762,7 @@ struct shard_logic::impl {
     if (!parked_index_.empty())
       for (const auto& op : batch_.ops())
         unpark(id_of(op));
-    hold_deliveries();
-    out.deliveries = release(now_ms);
+    hold_deliveries(out.deliveries);
     add_pending_counters();
     ++counters_.commits;
     clear_staging();
@@ -776,10 +774,11 @@ struct shard_logic::impl {
   void update_leases(int64_t now_ms) {
     auto hot_before_ms = saturating_add(now_ms, opts_.hot_horizon_ms);
     for (auto& op : batch_.ops()) {
-      // A held delivery whose task this batch changed again (revoked,
-      // rescheduled) never goes out.
-      if (!held_ids_.empty())
-        unhold(id_of(op));
+      // A newer write of the task supersedes its delivery's hold: a revoke
+      // or reschedule cancelled it when staged, a settle follows its
+      // release.
+      if (!holds_.empty())
+        holds_.erase(id_of(op));
       task_record* after = nullptr;
       if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
         after = &x->after;
@@ -835,8 +834,10 @@ struct shard_logic::impl {
     }
   }
 
-  /// Moves the committed fires of the batch to the held deliveries.
-  void hold_deliveries() {
+  /// Builds the deliveries of the batch's committed fires, each with a
+  /// hold its release claims and a revoke or reschedule may cancel first.
+  void hold_deliveries(std::vector<held_delivery>& out) {
+    out.reserve(fired_.size());
     for (const auto& f : fired_) {
       auto it = overlay_.find(f.key.id);
       if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
@@ -845,11 +846,11 @@ struct shard_logic::impl {
       if (rec.state != task_state::in_flight ||
           rec.fired_count != f.occurrence || rec.task.attempt != f.attempt)
         continue;
-      auto [pos, added] = held_.try_emplace(f.key);
-      if (!added)
-        continue; // Cannot happen: one fire per task and batch.
-      held_ids_.emplace(f.key.id, f.key);
-      auto& d = pos->second;
+      auto& item = out.emplace_back();
+      item.release_ms = f.key.index_ms;
+      item.hold = std::make_shared<delivery_hold>();
+      holds_.insert_or_assign(f.key.id, item.hold);
+      auto& d = item.delivery;
       auto* id = d.mutable_id();
       id->set_task_id(rec.task.id);
       id->set_occurrence(rec.fired_count);
@@ -864,29 +865,25 @@ struct shard_logic::impl {
     }
   }
 
-  /// Held deliveries due at `now_ms`, in due order, stamped as fired now.
-  std::vector<v1::Delivery> release(int64_t now_ms) {
-    std::vector<v1::Delivery> result;
-    while (!held_.empty() && held_.begin()->first.index_ms <= now_ms) {
-      auto node = held_.extract(held_.begin());
-      held_ids_.erase(node.key().id);
-      node.mapped().set_fire_ms(now_ms);
-      result.push_back(std::move(node.mapped()));
-    }
-    return result;
-  }
-
-  void unhold(core::task_id id) {
-    if (auto it = held_ids_.find(id); it != held_ids_.end()) {
-      held_.erase(it->second);
-      held_ids_.erase(it);
-    }
-  }
-
   /// Whether `id` was fired and has not gone out yet: staged in this batch,
-  /// or committed and held until its due time.
+  /// or committed with its hold still pending. Changes nothing.
   bool unsent(core::task_id id) const {
-    return fired_ids_.contains(id) || held_ids_.contains(id);
+    if (fired_ids_.contains(id))
+      return true;
+    auto it = holds_.find(id);
+    return it != holds_.end() && it->second->pending();
+  }
+
+  /// Makes sure `id`'s delivery never goes out, if it has not gone out
+  /// yet: a fire staged in this batch is dropped at the commit, a held
+  /// delivery's hold is cancelled now (so this holds even if the batch's
+  /// commit fails: the task then comes back after its lease). False when
+  /// the delivery is out (or was never fired).
+  bool take_back(core::task_id id) {
+    if (fired_ids_.contains(id))
+      return true;
+    auto it = holds_.find(id);
+    return it != holds_.end() && it->second->cancel();
   }
 
   /// When `fire` next looks ahead, given the window's next work at
@@ -923,8 +920,6 @@ struct shard_logic::impl {
     if (backlog_.size() < opts_.max_backlog)
       at = opts_.fire_lead_ms > 0 ? look_ahead_at(window_->next_wakeup_ms())
                                   : window_->next_wakeup_ms();
-    if (!held_.empty())
-      at = std::min(at, held_.begin()->first.index_ms);
     if (!backlog_.empty())
       at = std::min(at, next_token_ms());
     if (auto lease = leases_.next_due())
@@ -946,10 +941,9 @@ struct shard_logic::impl {
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
   std::unordered_set<core::task_id> fired_ids_;
-  /// Committed deliveries waiting for their due time (see fire_lead_ms),
-  /// by index entry, and the entry of each task.
-  std::map<due_key, v1::Delivery> held_;
-  std::unordered_map<core::task_id, due_key> held_ids_;
+  /// The holds of committed deliveries, by task, until a newer write of
+  /// the task commits (see take_back).
+  std::unordered_map<core::task_id, std::shared_ptr<delivery_hold>> holds_;
   /// When `fire` last looked ahead.
   int64_t looked_ahead_ms_ = core::min_time_ms;
   /// Store-held entries taken from the window or the backlog and acted
@@ -1083,15 +1077,16 @@ core::result<change_outcome> shard_logic::revoke(int64_t, core::task_id id) {
     return err;
   if (found.rec == nullptr)
     return s.absent_outcome(id, found);
-  // A delivery fired in this batch, or held until its due time, has not
-  // gone out yet: the revoke stops it (hold_deliveries skips erased tasks,
-  // the commit drops held ones).
-  bool running = found.rec->state == task_state::in_flight && !s.unsent(id);
+  bool in_flight = found.rec->state == task_state::in_flight;
   if (s.opts_.plant == planted_bug::deliver_after_revoke && !s.planted_spent_ &&
-      !running) {
+      !(in_flight && !s.unsent(id))) {
     s.planted_spent_ = true;
     return change_outcome::done;
   }
+  // A delivery fired in this batch, or held until its due time, has not
+  // gone out yet: the revoke stops it (hold_deliveries skips erased tasks,
+  // a held one's hold is cancelled).
+  bool running = in_flight && !s.take_back(id);
   s.stage_erase(found);
   ++s.pending_.revoked;
   return running ? change_outcome::in_flight : change_outcome::done;
@@ -1110,7 +1105,7 @@ shard_logic::reschedule(int64_t now_ms, core::task_id id, int64_t due_ms) {
     return s.absent_outcome(id, found);
   auto before = storage::write_batch::key_of(*found.rec);
   if (found.rec->state == task_state::in_flight) {
-    if (!s.unsent(id))
+    if (!s.take_back(id))
       return change_outcome::in_flight;
     // Fired ahead of its due time and not sent: the fire is undone.
     auto& rec = *found.rec;
@@ -1370,12 +1365,12 @@ shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
   return impl_->commit(now_ms);
 }
 
-std::vector<v1::Delivery> shard_logic::release(int64_t now_ms) {
-  return impl_->release(now_ms);
-}
-
 size_t shard_logic::held_size() const noexcept {
-  return impl_->held_.size();
+  size_t n = 0;
+  for (const auto& [id, hold] : impl_->holds_)
+    if (hold->pending())
+      ++n;
+  return n;
 }
 
 // -- state --------------------------------------------------------------------

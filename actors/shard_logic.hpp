@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "actors/engine_config.hpp"
+#include "actors/release_queue.hpp"
 #include "core/error.hpp"
 #include "core/result.hpp"
 #include "core/task.hpp"
@@ -97,11 +98,14 @@ struct shard_counters {
 ///
 /// Firing: `fire(now)` pops due tasks from the window and stages each as in
 /// flight (attempt + 1, lease deadline due time + lease); `commit` then
-/// returns them as deliveries, to be sent only after the commit, so that a
-/// delivered attempt is always durable and redeliveries always carry
-/// attempt + 1. Tasks due within `fire_lead_ms` fire ahead of time: their
-/// commit holds them, and `release` (or a later commit) hands them out once
-/// due, so a delivery never goes out before its due time.
+/// returns them as deliveries, to be handed on only after the commit, so
+/// that a delivered attempt is always durable and redeliveries always carry
+/// attempt + 1. Tasks due within `fire_lead_ms` fire ahead of time: each
+/// delivery carries its release time (the due time) and a `delivery_hold`,
+/// and whoever holds it (the notifier) releases it when due, so a delivery
+/// never goes out before its due time and releasing it never waits for this
+/// shard. Until then a revoke or reschedule cancels the hold and answers
+/// done; once the hold is claimed, the delivery is in flight.
 ///
 /// Topics without a consumer: due tasks of a topic marked unavailable, or
 /// with `max_unanswered_per_topic` deliveries fired and unanswered, are not
@@ -237,19 +241,16 @@ public:
     /// On error nothing staged took effect (the outcome of the write is in
     /// doubt, see task_store::commit); the window is as before the batch.
     core::error err;
-    /// Deliveries to send, due at `now_ms`, in due order (empty on error):
-    /// what `release` gives after the commit.
-    std::vector<v1::Delivery> deliveries;
+    /// The batch's fires, now durable as in flight, in due order (empty on
+    /// error): each to go out at its release time unless its hold is
+    /// cancelled first.
+    std::vector<held_delivery> deliveries;
   };
 
   /// Commits everything staged in one atomic write. Counters count only
   /// what a commit made durable; `fired` counts fires committed, held ones
   /// included (a reschedule before their due time undoes them).
   commit_result commit(int64_t now_ms);
-
-  /// Held deliveries that are due at `now_ms`, in due order, with fire_ms
-  /// = now. `next_wakeup_ms` includes the next held due time.
-  std::vector<v1::Delivery> release(int64_t now_ms);
 
   // -- state ------------------------------------------------------------------
 
@@ -266,7 +267,7 @@ public:
   /// Backlog entries waiting for their paced turn.
   size_t backlog_size() const noexcept;
 
-  /// Committed deliveries held until their due time.
+  /// Committed deliveries whose hold is neither released nor cancelled.
   size_t held_size() const noexcept;
 
   const shard_options& options() const noexcept;

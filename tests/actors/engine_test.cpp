@@ -547,7 +547,8 @@ BOOST_AUTO_TEST_CASE(revoke_and_reschedule_have_definite_outcomes) {
 
 BOOST_AUTO_TEST_CASE(tasks_fired_ahead_are_still_revoked_and_moved_in_time) {
   // Within the lead before their due time tasks are committed as fired and
-  // held in the shard; until then revoke and reschedule still answer done.
+  // held by their notifier; until then revoke and reschedule still answer
+  // done.
   auto [c, log] = this->consumer("ahead", verdict_mode::ack);
   auto due = now_ms() + 10'000;
   auto revoked = schedule_at("ahead", due);

@@ -27,6 +27,7 @@
 using dally::actors::change_outcome;
 using dally::actors::dead_page;
 using dally::actors::delivery_ref;
+using dally::actors::release_queue;
 using dally::actors::scheduled_task;
 using dally::actors::shard_logic;
 using dally::actors::shard_options;
@@ -155,13 +156,15 @@ errc code_of(const core::result<T>& res) {
 }
 
 /// A shard over a real RocksDB store (no fsync, for speed) behind a
-/// failing_store, with the clock in the test's hands.
+/// failing_store, with the clock in the test's hands. Committed deliveries
+/// go to `releases`, which hands them out when due, as the notifier does.
 struct fixture {
   temp_dir dir;
   shard_options opts = test_options();
   std::unique_ptr<storage::rocks_task_store> rocks;
   std::unique_ptr<failing_store> store;
   std::unique_ptr<shard_logic> logic;
+  release_queue releases;
   int64_t now = t0;
 
   fixture() { open(); }
@@ -181,8 +184,10 @@ struct fixture {
     logic->set_topic_available("jobs", true);
   }
 
-  /// Drops the logic and the store, as a crash would, and opens both again.
+  /// Drops the logic and the store, as a crash would (held deliveries
+  /// included), and opens both again.
   void restart() {
+    releases = release_queue{};
     logic.reset();
     store.reset();
     rocks.reset();
@@ -216,11 +221,19 @@ struct fixture {
     return t;
   }
 
+  /// Commits; returns the deliveries due now (held ones included).
   std::vector<v1::Delivery> commit() {
     auto res = logic->commit(now);
     BOOST_REQUIRE_MESSAGE(!res.err, "commit failed: " << res.err);
     BOOST_REQUIRE(!logic->dirty());
-    return std::move(res.deliveries);
+    for (auto& item : res.deliveries)
+      releases.push(std::move(item));
+    return releases.pop_due(now);
+  }
+
+  /// The next time the shard or its held deliveries need attention.
+  int64_t next_event_ms() const {
+    return std::min(logic->next_wakeup_ms(), releases.next_release_ms());
   }
 
   /// Schedules and commits one task; returns its id.
@@ -259,7 +272,7 @@ struct fixture {
     for (int i = 0; i < 1000; ++i) {
       auto got = fire(at);
       out.insert(out.end(), got.begin(), got.end());
-      if (logic->next_wakeup_ms() > at)
+      if (next_event_ms() > at)
         return out;
     }
     BOOST_FAIL("the logic keeps asking to be woken at once");
@@ -379,7 +392,7 @@ BOOST_FIXTURE_TEST_CASE(fires_ahead_and_holds_until_due, fixture) {
   BOOST_TEST(info.record.task.attempt == 1u);
   BOOST_TEST(info.record.lease_deadline_ms == due + lease_ms);
   BOOST_TEST(logic->counters().fired == 1u);
-  BOOST_TEST(logic->next_wakeup_ms() == due);
+  BOOST_TEST(releases.next_release_ms() == due);
   BOOST_TEST(fire(due - 1).empty());
   // Released at its due time, stamped as fired then.
   auto d = fire_one(due);
@@ -392,21 +405,26 @@ BOOST_FIXTURE_TEST_CASE(fires_ahead_and_holds_until_due, fixture) {
   BOOST_TEST(code_of(logic->get(id)) == errc::not_found);
 }
 
-BOOST_FIXTURE_TEST_CASE(release_hands_out_held_deliveries_without_a_commit,
-                        fixture) {
+BOOST_FIXTURE_TEST_CASE(held_deliveries_go_out_without_the_shard, fixture) {
   auto due = t0 + 1'000;
   add(due);
   add(due + 1);
   BOOST_TEST(fire(due + 1 - opts.fire_lead_ms).empty());
   BOOST_TEST(logic->held_size() == 2u);
-  BOOST_TEST(logic->release(due - 1).empty());
-  auto got = logic->release(due);
+  // The shard has nothing to do until the leases run out: releasing is the
+  // notifier's (here the fixture's release_queue).
+  BOOST_TEST(logic->next_wakeup_ms() > due + 1);
+  BOOST_TEST(releases.pop_due(due - 1).empty());
+  auto got = releases.pop_due(due);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
   BOOST_TEST(got[0].due_ms() == due);
-  BOOST_TEST(logic->next_wakeup_ms() == due + 1);
-  got = logic->release(due + 5);
+  BOOST_TEST(got[0].fire_ms() == due);
+  BOOST_TEST(releases.next_release_ms() == due + 1);
+  BOOST_TEST(logic->held_size() == 1u);
+  got = releases.pop_due(due + 5);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
   BOOST_TEST(got[0].fire_ms() == due + 5);
+  BOOST_TEST(logic->held_size() == 0u);
   BOOST_TEST(!logic->dirty());
 }
 
@@ -444,8 +462,7 @@ BOOST_FIXTURE_TEST_CASE(a_held_task_is_revoked_or_rescheduled_as_pending,
   BOOST_TEST(code_of(logic->get(a)) == errc::not_found);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_failed_revoke_of_a_held_task_keeps_its_delivery,
-                        fixture) {
+BOOST_FIXTURE_TEST_CASE(a_failed_revoke_of_a_held_task_loses_no_task, fixture) {
   auto due = t0 + 1'000;
   auto id = add(due);
   BOOST_TEST(fire(due - opts.fire_lead_ms).empty());
@@ -455,8 +472,45 @@ BOOST_FIXTURE_TEST_CASE(a_failed_revoke_of_a_held_task_keeps_its_delivery,
   store->fail_commits = true;
   BOOST_TEST(logic->commit(now).err);
   store->fail_commits = false;
-  // The revoke did not happen: the delivery still goes out when due.
-  BOOST_TEST(fire_one(due).id().task_id() == id);
+  // The revoke did not happen, but its hold was cancelled when it was
+  // staged: the task stays in flight and comes back after its lease, as
+  // after a crash.
+  BOOST_TEST(fire(due).empty());
+  BOOST_TEST((get(id).record.state == task_state::in_flight));
+  BOOST_TEST(fire(due + lease_ms).empty());
+  auto d = fire_one(due + lease_ms + backoff_ms);
+  BOOST_TEST(d.id().task_id() == id);
+  BOOST_TEST(d.attempt() == 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_hold_released_first_makes_a_revoke_in_flight,
+                        fixture) {
+  auto due = t0 + 1'000;
+  auto id = add(due);
+  now = due - opts.fire_lead_ms;
+  BOOST_REQUIRE(!logic->fire(now));
+  auto res = logic->commit(now);
+  BOOST_REQUIRE(!res.err);
+  BOOST_REQUIRE_EQUAL(res.deliveries.size(), 1u);
+  auto& item = res.deliveries.front();
+  BOOST_TEST(item.release_ms == due);
+  BOOST_TEST(item.hold->pending());
+  // The notifier's release wins the race: the revoke finds it out.
+  BOOST_TEST(item.hold->claim());
+  BOOST_TEST(!item.hold->cancel());
+  BOOST_TEST((revoke(id) == change_outcome::in_flight));
+  // The other way round: a cancelled hold is never released.
+  auto other = add(due + 10);
+  now = due + 10 - opts.fire_lead_ms;
+  BOOST_REQUIRE(!logic->fire(now));
+  res = logic->commit(now);
+  BOOST_REQUIRE_EQUAL(res.deliveries.size(), 1u);
+  auto second = std::move(res.deliveries.front());
+  BOOST_TEST((revoke(other) == change_outcome::done));
+  BOOST_TEST(!second.hold->pending());
+  releases.push(std::move(second));
+  BOOST_TEST(releases.pop_due(due + 10).empty());
+  BOOST_TEST(releases.empty());
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stream_fires_in_groups_and_never_early, fixture) {
@@ -472,7 +526,7 @@ BOOST_FIXTURE_TEST_CASE(a_stream_fires_in_groups_and_never_early, fixture) {
   auto commits_before = logic->counters().commits;
   int delivered = 0;
   for (int step = 0; step < 10 * n && delivered < n; ++step) {
-    auto at = std::max(logic->next_wakeup_ms(), now);
+    auto at = std::max(next_event_ms(), now);
     for (const auto& d : fire(at)) {
       BOOST_TEST(d.fire_ms() == d.due_ms());
       ++delivered;
@@ -1738,6 +1792,12 @@ struct model_task {
   /// Acked or revoked (committed or staged in the model's batch).
   bool gone = false;
   bool in_flight = false;
+  /// Fired and committed, its delivery held until due (not yet released).
+  bool held = false;
+  /// A hold of the task was cancelled by a batch whose commit failed, or
+  /// lost in a restart: the fired attempt comes back after its lease, so
+  /// the next delivery may skip one attempt.
+  bool may_skip = false;
   /// Pending: the earliest instant a delivery may happen.
   int64_t not_before = 0;
   /// In flight: the current delivery and its lease.
@@ -1747,10 +1807,11 @@ struct model_task {
   uint32_t attempt = 0;
 };
 
-/// Random batches of requests, fires, settles, failed commits, topic
-/// changes and restarts, checked against a model: nothing early, nothing
-/// after an ack or revoke, attempts one by one, and in the end everything
-/// live is delivered and acked.
+/// Random batches of requests, fires (most of them ahead of the due time,
+/// held until released), settles, failed commits, topic changes and
+/// restarts, checked against a model: nothing early, nothing after an ack
+/// or revoke, attempts one by one, and in the end everything live is
+/// delivered and acked.
 void run_random(uint64_t seed) {
   BOOST_TEST_CONTEXT("seed " << seed) {
     dally::storage::test::prng rng{seed};
@@ -1758,6 +1819,7 @@ void run_random(uint64_t seed) {
     auto next = f.opts;
     next.overdue_rate_per_s = 0; // Deterministic: no pacing.
     next.fire_batch = 1'000'000;
+    next.fire_lead_ms = 2'000;
     next.default_policy.max_attempts = 1'000;
     f.reconfigure(next);
     std::map<task_id, model_task> committed;
@@ -1778,6 +1840,9 @@ void run_random(uint64_t seed) {
     for (int round = 0; round < 150; ++round) {
       auto staged = committed;
       auto last_fire = std::numeric_limits<int64_t>::min();
+      // Held tasks revoked or rescheduled in this batch: their holds are
+      // cancelled even if the commit fails.
+      std::set<task_id> taken_back;
       auto ops = rng.between(1, 6);
       for (uint64_t op = 0; op < ops; ++op) {
         f.now += static_cast<int64_t>(rng.below(3'000));
@@ -1855,13 +1920,17 @@ void run_random(uint64_t seed) {
           auto& t = staged[*id];
           auto res = f.logic->revoke(now, *id);
           BOOST_REQUIRE(res);
-          if (t.in_flight)
+          if (t.held) {
+            BOOST_TEST((*res == change_outcome::done));
+            taken_back.insert(*id);
+          } else if (t.in_flight || t.may_skip)
             BOOST_TEST((*res == change_outcome::in_flight ||
                         *res == change_outcome::done));
           else
             BOOST_TEST((*res == change_outcome::done));
           t.gone = true;
           t.in_flight = false;
+          t.held = false;
         } else {
           auto id = pick(staged, false);
           if (!id)
@@ -1870,13 +1939,21 @@ void run_random(uint64_t seed) {
           auto due = now + static_cast<int64_t>(rng.below(10'000));
           auto res = f.logic->reschedule(now, *id, due);
           BOOST_REQUIRE(res);
-          if (*res == change_outcome::done) {
+          if (t.held) {
+            // Fired ahead and not released: the fire is undone.
+            BOOST_TEST((*res == change_outcome::done));
+            taken_back.insert(*id);
+            t.held = false;
+            t.not_before = due;
+          } else if (*res == change_outcome::done) {
             BOOST_TEST(!t.in_flight);
             t.not_before = due;
           } else {
-            // In flight, or fired earlier in this batch while due.
+            // In flight (its delivery seen, or its hold lost), or fired
+            // earlier in this batch while due.
             BOOST_TEST((*res == change_outcome::in_flight));
-            BOOST_TEST((t.in_flight || t.not_before <= last_fire));
+            BOOST_TEST(
+              (t.in_flight || t.may_skip || t.not_before <= last_fire));
           }
         }
       }
@@ -1886,29 +1963,58 @@ void run_random(uint64_t seed) {
       BOOST_REQUIRE(!f.logic->dirty());
       if (res.err) {
         BOOST_TEST(res.deliveries.empty());
+        for (auto id : taken_back) {
+          if (auto it = committed.find(id); it != committed.end()) {
+            it->second.held = false;
+            it->second.may_skip = true;
+          }
+        }
       } else {
-        for (const auto& d : res.deliveries) {
+        for (auto& item : res.deliveries) {
+          const auto& d = item.delivery;
           auto it = staged.find(d.id().task_id());
           BOOST_REQUIRE(it != staged.end());
           auto& t = it->second;
           BOOST_TEST(!t.gone);
           BOOST_TEST(!t.in_flight);
-          BOOST_TEST(d.fire_ms() >= t.not_before);
-          BOOST_TEST(d.fire_ms() >= d.due_ms());
-          BOOST_TEST(d.attempt() == t.attempt + 1);
+          BOOST_TEST(!t.held);
+          BOOST_TEST(item.release_ms >= t.not_before);
+          BOOST_TEST(item.release_ms >= d.due_ms());
+          if (t.may_skip)
+            BOOST_TEST(d.attempt() >= t.attempt + 1);
+          else
+            BOOST_TEST(d.attempt() == t.attempt + 1);
           BOOST_TEST((d.topic() != "slow" || slow_available));
-          t.in_flight = true;
-          t.current = ref_of(d);
-          t.lease_deadline_ms = d.lease_deadline_ms();
-          t.attempt = d.attempt();
+          t.held = true;
+          t.may_skip = false;
+          f.releases.push(std::move(item));
         }
         committed = std::move(staged);
+      }
+      for (const auto& d : f.releases.pop_due(f.now)) {
+        auto& t = committed.at(d.id().task_id());
+        BOOST_TEST(t.held);
+        BOOST_TEST(!t.gone);
+        BOOST_TEST(d.fire_ms() >= t.not_before);
+        BOOST_TEST(d.fire_ms() >= d.due_ms());
+        t.held = false;
+        t.in_flight = true;
+        t.current = ref_of(d);
+        t.lease_deadline_ms = d.lease_deadline_ms();
+        t.attempt = d.attempt();
       }
       if (rng.below(8) == 0) {
         slow_available = !slow_available;
         f.logic->set_topic_available("slow", slow_available);
       }
       if (rng.below(25) == 0) {
+        // Held deliveries die with the process.
+        for (auto& [id, t] : committed) {
+          if (t.held) {
+            t.held = false;
+            t.may_skip = true;
+          }
+        }
         f.restart();
         f.reconfigure(next);
         f.logic->set_topic_available("slow", slow_available);
