@@ -45,9 +45,11 @@ struct shard_options {
   /// scheduled (one day).
   int64_t key_retention_ms = 24 * 3600 * 1000;
 
-  /// A task overdue by more than this when popped counts as backlog (after
-  /// downtime) and fires at the paced rate below; tasks closer to their due
-  /// time fire at once.
+  /// A task overdue by more than this when the shard starts is backlog
+  /// (from the downtime) and fires at the paced rate below, in due order;
+  /// every task due later fires at once, however late a loaded shard is
+  /// (pacing those too would cap an overloaded shard below its load, so
+  /// that it never catches up).
   int64_t late_threshold_ms = 1000;
 
   /// Backlog tasks fired per second per shard; 0: no pacing.

@@ -517,6 +517,12 @@ struct shard_logic::impl {
     if (auto err = window_->refill(now_ms, refill_slices_per_fire))
       return err;
     refill_tokens(now_ms);
+    if (!backlog_started_) {
+      // What is overdue beyond the threshold now is the backlog of the time
+      // the shard was down; only that is paced.
+      backlog_started_ = true;
+      backlog_before_ms_ = saturating_add(now_ms, -opts_.late_threshold_ms);
+    }
     // Tasks due within the lead fire now and are held until due; tasks
     // already due always fire.
     auto horizon_ms = now_ms;
@@ -633,9 +639,19 @@ struct shard_logic::impl {
         fetched_.push_back(std::move(rec));
       }
     }
-    auto late_before_ms = saturating_add(now_ms, -opts_.late_threshold_ms);
+    // Backlog from before the shard started, and overdue beyond the
+    // threshold: paced.
+    auto late_before_ms = std::min(
+      saturating_add(now_ms, -opts_.late_threshold_ms), backlog_before_ms_);
     for (const auto& key : keys) {
       slot s;
+      // A committed record read for this entry and not acted upon goes
+      // back to the cache: a parked or paced task comes back soon, and
+      // reading it again is what made an overloaded shard slower still.
+      auto keep_record = [&] {
+        if (s.entry == nullptr && s.rec != nullptr)
+          remember(std::move(*s.rec));
+      };
       if (auto it = overlay_.find(key.id); it != overlay_.end()) {
         s.entry = &it->second;
         s.base = it->second.base;
@@ -671,6 +687,7 @@ struct shard_logic::impl {
           track_lease(*s.rec);
         if (committed)
           consumed_.push_back(key);
+        keep_record();
         continue;
       }
       if (!topic_open(s.rec->task.topic)) {
@@ -678,6 +695,10 @@ struct shard_logic::impl {
         // commit (on_write), so it needs no parking.
         if (committed)
           park(key, s.rec->task.topic);
+        // Saturated (not without consumers): it fires again soon.
+        if (auto t = topics_.find(s.rec->task.topic);
+            t != topics_.end() && t->second.available)
+          keep_record();
         continue;
       }
       bool late = pacing() && key.index_ms < late_before_ms;
@@ -688,6 +709,7 @@ struct shard_logic::impl {
           else
             window_->on_put(key);
         }
+        keep_record();
         continue;
       }
       if (late)
@@ -985,6 +1007,10 @@ struct shard_logic::impl {
   /// Overdue entries waiting for a token, in due order.
   std::deque<due_key> backlog_;
   bool bucket_started_ = false;
+  /// Entries due before this (set by the first fire) are the backlog of the
+  /// downtime before the shard started.
+  bool backlog_started_ = false;
+  int64_t backlog_before_ms_ = std::numeric_limits<int64_t>::max();
   int64_t tokens_milli_ = 0;
   int64_t tokens_at_ms_ = 0;
 

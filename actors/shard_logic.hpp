@@ -115,10 +115,11 @@ struct shard_counters {
 /// parked entries the oldest are dropped from memory (they stay on disk) and
 /// the window is reloaded from the store when their topic becomes available.
 ///
-/// Pacing: a due task overdue by more than `late_threshold_ms` when popped
-/// (a backlog after downtime) fires at most at `overdue_rate_per_s`; tasks
-/// popped closer to their due time fire at once, so new work meets its time
-/// while a backlog drains in due order.
+/// Pacing: a task that was overdue by more than `late_threshold_ms` when
+/// the shard started (the backlog of its downtime) fires at most at
+/// `overdue_rate_per_s`, in due order; tasks due later fire at once, so new
+/// work meets its time while the backlog drains, and a shard that falls
+/// behind under load is never held to the paced rate.
 ///
 /// Every popped index entry is checked against the task's current record
 /// (staged or stored): entries made stale by a revoke, reschedule or settle
