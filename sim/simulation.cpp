@@ -67,7 +67,8 @@ struct world {
       consumer_gen(root.fork()), fault_gen(root.fork()),
       net(root.fork(), link_faults{0, p.net_max_delay_ms, p.net_drop_ppm,
                                    p.net_duplicate_ppm}),
-      damage_gen(root.fork()), clock(p.max_skew_ms), checks(p.max_skew_ms) {
+      damage_gen(root.fork()), time_gen(root.fork()), clock(p.max_skew_ms),
+      checks(p.max_skew_ms) {
     // nop
   }
 
@@ -81,6 +82,7 @@ struct world {
   /// Forked after the others, so that runs without damage stay as they
   /// were before damage was modelled.
   prng damage_gen;
+  prng time_gen;
   clock_model clock;
   oracle checks;
   event_log log{64};
@@ -311,6 +313,25 @@ void step(world& w) {
     w.disk_failures_seen = failures;
     w.checks.disturbance();
   }
+}
+
+/// Time that a step took: moves the clock on to the next timer if it is at
+/// most `max_ms` away and fires it, while other jobs are still ready. A
+/// delivery still queued then may outlive half its lease and go back to its
+/// shard unsent, its attempt spent: attempts may skip, as after a fault.
+void pass_time_while_working(world& w, int64_t max_ms) {
+  auto& clock = w.sched->clock();
+  auto next = clock.schedule().begin()->first;
+  if (next > clock.current_time + std::chrono::milliseconds{max_ms})
+    return;
+  if (next > clock.current_time) {
+    auto before = w.true_ms();
+    clock.current_time = next;
+    w.event("time passes while actors work: " +
+            std::to_string(w.true_ms() - before) + " ms");
+    w.checks.disturbance();
+  }
+  clock.trigger_timeout();
 }
 
 /// Runs every ready job, in the seed's order.
@@ -773,6 +794,10 @@ sim_params sim_params::draw(prng& gen) {
   // Drawn last: the fields above stay what they were for every seed.
   p.damage_ppm =
     static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 1'000'000));
+  // Drawn after damage_ppm, for the same reason.
+  p.slow_step_ppm =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 300'000));
+  p.slow_step_ms = gen.between(1, 1'000);
   return p;
 }
 
@@ -791,7 +816,8 @@ std::string sim_params::describe() const {
       << " nack_ppm=" << nack_ppm << " slow_ppm=" << slow_ppm
       << " hang_ppm=" << hang_ppm << " crash_ppm=" << crash_ppm
       << " max_lease_ms=" << max_lease_ms << " max_attempts=" << max_attempts
-      << " damage_ppm=" << damage_ppm;
+      << " damage_ppm=" << damage_ppm << " slow_step_ppm=" << slow_step_ppm
+      << " slow_step_ms=" << slow_step_ms;
   return out.str();
 }
 
@@ -898,6 +924,9 @@ sim_result run_simulation(const sim_options& opts) {
     auto& clock = w.sched->clock();
     while (!w.failure) {
       if (w.sched->has_job()) {
+        if (p.slow_step_ppm > 0 && clock.has_pending_timeout() &&
+            w.time_gen.below(1'000'000) < p.slow_step_ppm)
+          pass_time_while_working(w, p.slow_step_ms);
         step(w);
         if (w.crash_pending && !w.fs->active())
           crash(w);

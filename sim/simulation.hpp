@@ -47,6 +47,13 @@ struct sim_params {
   /// Chance per crash that one acknowledged task's stored record is
   /// damaged while the engine is down.
   uint32_t damage_ppm = 0;
+  /// Time passing while actors work: before a step, with this chance, the
+  /// clock moves on to the next timer if it is at most `slow_step_ms` away
+  /// and fires it, so that a timer can arrive while, say, a commit is
+  /// under way on the committer (otherwise time moves only when every
+  /// actor is idle).
+  uint32_t slow_step_ppm = 0;
+  int64_t slow_step_ms = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
