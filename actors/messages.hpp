@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,20 +40,6 @@ using shards_atom = caf::atom_constant<caf::atom("shards")>;
 /// to be released at its due time unless its shard cancels it first.
 struct deliver_batch {
   std::vector<held_delivery> items;
-};
-
-/// Shard -> its committer: write `batch` to `store` (the shard waits for
-/// the answer and touches neither meanwhile). The committer holds the store
-/// for as long as it writes, even if the shard dies.
-struct commit_job {
-  std::shared_ptr<storage::task_store> store;
-  storage::write_batch batch;
-};
-
-/// Committer -> shard: the batch back, with the outcome of its write.
-struct commit_done {
-  storage::write_batch batch;
-  core::error err;
 };
 
 /// Notifier -> engine -> shard: the consumer holding a delivery died.
@@ -153,8 +138,6 @@ struct topic_consumers_msg {
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::topic_consumers_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_handles_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::deliver_batch)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::commit_job)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::commit_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::requeue_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::undelivered_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::topic_status_msg)

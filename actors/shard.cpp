@@ -9,7 +9,6 @@
 #include <caf/actor_ostream.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/scheduler/test_coordinator.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/error.hpp"
@@ -43,15 +42,8 @@ struct shard_state {
   static inline const char* name = "dally.shard";
 
   shard_setup setup;
-  /// Shared with a commit under way, which may outlive the shard.
-  std::shared_ptr<storage::rocks_task_store> store;
+  std::unique_ptr<storage::rocks_task_store> store;
   std::unique_ptr<shard_logic> logic;
-  /// Writes the batches (see committer_impl).
-  caf::actor committer;
-  /// A batch is out at the committer: the shard awaits its answer.
-  bool committing = false;
-  /// An exit that came while committing: carried out after the commit.
-  std::optional<caf::error> exit_after_commit;
   /// Replies held until the batch they depend on is durable.
   std::vector<std::function<void(const core::error&)>> held;
   bool flush_sent = false;
@@ -175,29 +167,11 @@ void answer_held(shard_actor* self, const core::error& err) {
     f(err);
 }
 
-/// The committer: writes each batch its shard sends and answers with the
-/// outcome. It runs on a thread of its own, so that the fsync and the
-/// memtable inserts of a commit, and a disk that stalls them for a moment,
-/// never occupy one of CAF's workers, which the notifiers and consumers
-/// need to deliver on time. (Under CAF's test coordinator it is an ordinary
-/// actor, scheduled like the others.)
-/// `index` is its shard's (CAF 0.17 mishandles function actors without
-/// arguments).
-caf::behavior committer_impl(caf::event_based_actor*, uint32_t) {
-  return {
-    [](commit_job& job) {
-      auto err = job.store->commit(job.batch);
-      return commit_done{std::move(job.batch), std::move(err)};
-    },
-  };
-}
-
-void quit_after_exit(shard_actor* self, const caf::error& reason);
-
-/// What follows a commit: held replies, deliveries, maintenance, the next
-/// wake-up. False if the commit failed and the shard quits.
-bool after_commit(shard_actor* self, shard_logic::commit_result& res) {
+void flush(shard_actor* self) {
   auto& st = self->state;
+  st.flush_sent = false;
+  auto now = wall_now(self);
+  auto res = st.logic->commit(now);
   answer_held(self, res.err);
   if (res.err) {
     // The failed write is in doubt: it may still be on disk, and RocksDB
@@ -205,7 +179,7 @@ bool after_commit(shard_actor* self, shard_logic::commit_result& res) {
     // error). Restart from the store (the supervisor reopens it), so that
     // memory and disk agree again. Found by dally-sim.
     self->quit(to_caf(res.err));
-    return false;
+    return;
   }
   send_deliveries(self, res.deliveries);
   if (!st.maintain_armed) {
@@ -218,69 +192,6 @@ bool after_commit(shard_actor* self, shard_logic::commit_result& res) {
     self->delayed_send(self, delay, maintain_atom::value);
   }
   arm(self);
-  return true;
-}
-
-/// Commits on the calling thread (an empty batch, and at exit).
-void flush_here(shard_actor* self) {
-  auto& st = self->state;
-  st.flush_sent = false;
-  auto res = st.logic->commit(wall_now(self));
-  after_commit(self, res);
-}
-
-/// Commits what is staged: hands the batch to the committer and waits for
-/// its answer, processing nothing else meanwhile (messages stay in the
-/// mailbox), so that the logic and the store stay untouched while another
-/// thread writes.
-void flush(shard_actor* self) {
-  auto& st = self->state;
-  if (st.committing)
-    return; // The commit under way flushes again when it is done.
-  if (!st.logic->dirty() || !st.committer) {
-    flush_here(self);
-    return;
-  }
-  st.flush_sent = false;
-  st.committing = true;
-  auto done = [self](storage::write_batch batch, core::error err) {
-    auto& st = self->state;
-    st.committing = false;
-    // Put back what the wait skipped. CAF 0.17 returns skipped messages to
-    // their queue only when it next consumes one of that queue, so a
-    // high-priority wake-up skipped here would wait until the next one,
-    // which is never sent while it is armed: firing stopped under load.
-    self->mailbox().flush_cache();
-    auto res =
-      st.logic->finish_commit(wall_now(self), std::move(batch), std::move(err));
-    if (after_commit(self, res) && st.exit_after_commit)
-      quit_after_exit(self, *st.exit_after_commit);
-  };
-  self
-    ->request(st.committer, caf::infinite,
-              commit_job{st.store, st.logic->take_batch()})
-    .await(
-      [done](commit_done& res) mutable {
-        done(std::move(res.batch), std::move(res.err));
-      },
-      [done](caf::error& err) mutable {
-        // The committer is gone: the write is in doubt, as after a failed
-        // commit (the batch's writes stay with it).
-        done(storage::write_batch{},
-             core::error{core::errc::store_unavailable,
-                         "the shard's committer failed: " + describe(err)});
-      });
-}
-
-/// Flushes what is staged so that held replies get their answer, then
-/// quits.
-void quit_after_exit(shard_actor* self, const caf::error& reason) {
-  auto& st = self->state;
-  if (st.logic && st.logic->dirty())
-    flush_here(self);
-  if (st.store)
-    st.store->sync();
-  self->quit(reason);
 }
 
 void wake(shard_actor* self) {
@@ -359,20 +270,14 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   }
   st.store = std::move(*opened);
   st.logic = std::make_unique<shard_logic>(*st.store, st.setup.opts);
-  auto* testing = dynamic_cast<caf::scheduler::test_coordinator*>(
-    &self->system().scheduler());
-  st.committer = testing != nullptr
-                   ? self->spawn<caf::linked>(committer_impl, st.setup.index)
-                   : self->spawn<caf::linked + caf::detached>(committer_impl,
-                                                              st.setup.index);
   self->set_exit_handler([self](const caf::exit_msg& msg) {
+    // Flush what is staged so that held replies get their answer; then go.
     auto& st = self->state;
-    if (st.committing) {
-      // The store is the committer's until it answers.
-      st.exit_after_commit = msg.reason;
-      return;
-    }
-    quit_after_exit(self, msg.reason);
+    if (st.logic && st.logic->dirty())
+      flush(self);
+    if (st.store)
+      st.store->sync();
+    self->quit(msg.reason);
   });
   auto self_handle = caf::actor_cast<caf::actor>(self);
   self->send(st.setup.engine, shard_up_msg{st.setup.index, self_handle});

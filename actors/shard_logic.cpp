@@ -756,26 +756,12 @@ struct shard_logic::impl {
   // -- commit -----------------------------------------------------------------
 
   commit_result commit(int64_t now_ms) {
+    commit_result out;
     if (batch_.empty()) {
       clear_staging();
-      return {};
+      return out;
     }
-    auto batch = take_batch();
-    auto err = store_.commit(batch);
-    return finish_commit(now_ms, std::move(batch), std::move(err));
-  }
-
-  storage::write_batch take_batch() {
-    auto out = std::move(batch_);
-    batch_.clear();
-    return out;
-  }
-
-  commit_result finish_commit(int64_t now_ms, storage::write_batch batch,
-                              core::error write_err) {
-    commit_result out;
-    batch_ = std::move(batch);
-    if (auto err = std::move(write_err)) {
+    if (auto err = store_.commit(batch_)) {
       // Every entry this batch took from the window or the leases goes
       // back: both are as they were before the batch.
       for (const auto& key : consumed_)
@@ -1403,16 +1389,6 @@ bool shard_logic::dirty() const noexcept {
 
 shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
   return impl_->commit(now_ms);
-}
-
-storage::write_batch shard_logic::take_batch() {
-  return impl_->take_batch();
-}
-
-shard_logic::commit_result
-shard_logic::finish_commit(int64_t now_ms, storage::write_batch batch,
-                           core::error write_err) {
-  return impl_->finish_commit(now_ms, std::move(batch), std::move(write_err));
 }
 
 size_t shard_logic::held_size() const noexcept {

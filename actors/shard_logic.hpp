@@ -253,16 +253,6 @@ public:
   /// included (a reschedule before their due time undoes them).
   commit_result commit(int64_t now_ms);
 
-  /// `commit` in two halves, for a shard whose writes run on another
-  /// thread: `take_batch` hands out everything staged, the caller writes it
-  /// with task_store::commit while nothing else touches this logic or its
-  /// store, and `finish_commit` takes it back with the write's outcome and
-  /// does what `commit` does after its write.
-  storage::write_batch take_batch();
-
-  commit_result finish_commit(int64_t now_ms, storage::write_batch batch,
-                              core::error write_err);
-
   // -- state ------------------------------------------------------------------
 
   const shard_counters& counters() const noexcept;

@@ -1,9 +1,9 @@
 // The engine on CAF's real scheduler and wall clock, under a steady stream
-// of schedules: interleavings the test coordinator never produces, such as
-// a shard's wake-up that arrives while its commit runs on the committer's
-// thread (that one stopped firing for good: every wake-up after it waited
-// behind the skipped one). Asserts no timing, only that everything is
-// delivered, once acked, and never early.
+// of schedules that overlaps firing: interleavings the test coordinator
+// seldom produces. A shard that awaited a committer thread during its
+// commits (tried, then reverted) stopped firing for good here: CAF 0.17
+// kept a wake-up skipped during the wait aside until the next one. Asserts
+// no timing, only that everything is delivered and nothing early.
 
 #define BOOST_TEST_MODULE real_scheduler
 #include <boost/test/unit_test.hpp>
