@@ -33,3 +33,14 @@ if(NOT TARGET dally_rocksdb)
   target_link_libraries(dally_rocksdb INTERFACE RocksDB::rocksdb)
   add_library(dally::rocksdb ALIAS dally_rocksdb)
 endif()
+
+# hiredis (Debian's libhiredis-dev) for the Redis client of
+# dally-peers-bench; optional: without it that benchmark is not built.
+find_path(HIREDIS_INCLUDE_DIR hiredis/hiredis.h)
+find_library(HIREDIS_LIBRARY hiredis)
+if(HIREDIS_INCLUDE_DIR AND HIREDIS_LIBRARY AND NOT TARGET hiredis::hiredis)
+  add_library(hiredis::hiredis UNKNOWN IMPORTED)
+  set_target_properties(hiredis::hiredis PROPERTIES
+    IMPORTED_LOCATION "${HIREDIS_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${HIREDIS_INCLUDE_DIR}")
+endif()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Dally builds against, when any is missing.
-# As root it installs them; otherwise it prints the exact command and stops.
+# Installs the Debian packages Dally builds against, when any is missing,
+# and the servers the peers benchmark and its smoke test start (beanstalkd,
+# redis-server; hiredis is its Redis client). As root it installs them;
+# otherwise it prints the exact command and stops.
 set -euo pipefail
 
 packages=(
@@ -13,6 +15,7 @@ packages=(
   libabsl-dev
   libbenchmark-dev
   libjemalloc-dev
+  beanstalkd redis-server libhiredis-dev
 )
 
 missing=()

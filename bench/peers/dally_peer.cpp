@@ -1,0 +1,345 @@
+// Dally through its public CAF interface: remote (a dallyd child process,
+// reached with actors::connect_engine, consumers subscribed through the
+// remote handle) or embedded (actors::embedded_engine in the driver's own
+// actor_system). Producers send schedule_batch requests from threads;
+// consumers are batch consumer actors that ack every delivery in their
+// answer.
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "actors/embedded_engine.hpp"
+#include "actors/engine_actor.hpp"
+#include "actors/engine_config.hpp"
+#include "actors/error.hpp"
+#include "actors/remote.hpp"
+#include "actors/system_setup.hpp"
+#include "actors/type_ids.hpp"
+#include "actors/wire.hpp"
+#include "bench/peers/peer.hpp"
+#include "bench/peers/process.hpp"
+
+namespace dally::bench::peers {
+
+namespace {
+
+constexpr const char* topic = "peers";
+
+/// How long a request may take before the run counts as failed.
+constexpr auto request_timeout = std::chrono::seconds{60};
+
+class dally_producer : public producer {
+public:
+  dally_producer(caf::actor_system& sys, engine_actor engine,
+                 const peer_options& opts)
+    : self_(sys), engine_(std::move(engine)),
+      request_tasks_(std::max<uint32_t>(1, opts.dally_request_tasks)),
+      payload_bytes_(opts.payload_bytes) {
+    // nop
+  }
+
+  /// Requests of `request_tasks_` tasks each, all sent before the first
+  /// reply is awaited.
+  void schedule(std::span<task_slot> tasks) override {
+    auto now = wall_ms();
+    auto send = [this](v1::ScheduleBatchRequest req) {
+      return self_->request(engine_, request_timeout,
+                            actors::make_wire(std::move(req)));
+    };
+    std::vector<decltype(send(v1::ScheduleBatchRequest{}))> handles;
+    std::vector<size_t> sizes;
+    for (size_t first = 0; first < tasks.size(); first += request_tasks_) {
+      auto last = std::min(tasks.size(), first + request_tasks_);
+      v1::ScheduleBatchRequest req;
+      for (auto i = first; i < last; ++i) {
+        auto& t = tasks[i];
+        t.due_ms = now + t.delay_ms;
+        t.reference_us = t.due_ms * 1000;
+        auto* pb = req.add_tasks();
+        pb->set_topic(topic);
+        pb->set_payload(encode_body(t.id, t.due_ms, payload_bytes_));
+        pb->mutable_when()->set_at_ms(t.due_ms);
+      }
+      handles.push_back(send(std::move(req)));
+      sizes.push_back(last - first);
+    }
+    std::string failure;
+    for (size_t k = 0; k < handles.size(); ++k) {
+      handles[k].receive(
+        [&](actors::schedule_batch_reply& r) {
+          if (static_cast<size_t>(r.pb.results_size()) != sizes[k]) {
+            failure = "schedule_batch answered " +
+                      std::to_string(r.pb.results_size()) + " results for " +
+                      std::to_string(sizes[k]) + " tasks";
+            return;
+          }
+          for (const auto& res : r.pb.results())
+            if (!res.has_scheduled() && failure.empty())
+              failure = "schedule failed: " + res.failure().message();
+        },
+        [&](caf::error& err) {
+          if (failure.empty())
+            failure = "schedule_batch failed: " + actors::describe(err);
+        });
+    }
+    if (!failure.empty())
+      throw peer_error("dally: " + failure);
+  }
+
+private:
+  caf::scoped_actor self_;
+  engine_actor engine_;
+  uint32_t request_tasks_;
+  size_t payload_bytes_;
+};
+
+/// Records every delivery in the log and acks it in the answer.
+batch_consumer_actor::behavior_type
+recording_consumer(batch_consumer_actor::pointer, delivery_log* log) {
+  auto ack = [] {
+    v1::DeliveryReply reply;
+    reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
+    return reply;
+  };
+  return {
+    [log, ack](actors::delivery_msg& d) {
+      log->received(d.pb.payload(), wall_us());
+      log->acked(1);
+      return actors::delivery_reply{ack()};
+    },
+    [log, ack](actors::delivery_batch_msg& batch) {
+      auto now_us = wall_us();
+      v1::DeliveryBatchReply reply;
+      for (const auto& d : batch.pb.deliveries()) {
+        log->received(d.payload(), now_us);
+        *reply.add_replies() = ack();
+      }
+      log->acked(static_cast<uint64_t>(batch.pb.deliveries_size()));
+      return actors::delivery_batch_reply{std::move(reply)};
+    },
+  };
+}
+
+class dally_consumers : public consumer_group {
+public:
+  dally_consumers(caf::actor_system& sys, const engine_actor& engine,
+                  uint32_t count, uint32_t max_batch, delivery_log& log)
+    : sys_(sys) {
+    caf::scoped_actor self{sys};
+    for (uint32_t i = 0; i < count; ++i) {
+      auto consumer = sys.spawn(recording_consumer, &log);
+      consumers_.push_back(caf::actor_cast<caf::actor>(consumer));
+      v1::SubscribeRequest sub;
+      sub.set_topic(topic);
+      sub.set_max_batch(max_batch);
+      std::string failure;
+      self
+        ->request(engine, request_timeout,
+                  actors::subscribe_request{std::move(sub)}, consumer)
+        .receive([](actors::empty_reply&) {},
+                 [&](caf::error& err) { failure = actors::describe(err); });
+      if (!failure.empty()) {
+        stop();
+        throw peer_error("dally: subscribe failed: " + failure);
+      }
+    }
+    // The topic's availability travels notifier -> engine -> shards; a task
+    // fired before it arrives is parked and comes back later.
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+  }
+
+  ~dally_consumers() override { stop(); }
+
+  std::string stop() override {
+    if (consumers_.empty())
+      return "";
+    caf::scoped_actor self{sys_};
+    for (auto& c : consumers_) {
+      self->monitor(c);
+      self->send_exit(c, caf::exit_reason::user_shutdown);
+    }
+    for (size_t i = 0; i < consumers_.size(); ++i)
+      self->receive([](const caf::down_msg&) {});
+    consumers_.clear();
+    return "";
+  }
+
+  std::string error() const override { return ""; }
+
+private:
+  caf::actor_system& sys_;
+  std::vector<caf::actor> consumers_;
+};
+
+/// An actor_system config with Dally's types and, for a remote client,
+/// CAF's middleman.
+struct client_config : caf::actor_system_config {
+  explicit client_config(bool network) {
+    actors::add_message_types(*this);
+    if (network)
+      actors::enable_network(*this);
+  }
+};
+
+class dally_peer : public peer {
+public:
+  dally_peer(peer_options opts, bool embedded)
+    : opts_(std::move(opts)), embedded_(embedded) {
+    // nop
+  }
+
+  ~dally_peer() override { stop(); }
+
+  std::string name() const override {
+    return embedded_ ? "Dally (embedded)" : "Dally (remote)";
+  }
+
+  std::string usage_scope() const override {
+    return embedded_ ? "the driver's process: engine, producers and consumers"
+                     : "dallyd process";
+  }
+
+  void start(const std::filesystem::path& dir) override {
+    auto data = dir / "data";
+    if (embedded_) {
+      cfg_ = std::make_unique<client_config>(false);
+      sys_ = std::make_unique<caf::actor_system>(*cfg_);
+      actors::engine_config ecfg;
+      ecfg.data_dir = data.string();
+      ecfg.durability = opts_.durability == "sync"
+                          ? storage::durability::sync
+                          : storage::durability::periodic;
+      ecfg.sync_period_ms = opts_.sync_period_ms;
+      auto started = actors::embedded_engine::start(*sys_, std::move(ecfg));
+      if (!started)
+        throw peer_error("dally: cannot start the embedded engine: " +
+                         actors::describe(started.error()));
+      engine_.emplace(std::move(*started));
+      handle_ = engine_->handle();
+      return;
+    }
+    std::vector<std::string> argv{
+      opts_.dallyd,  "--port",       "0",
+      "--address",   "127.0.0.1",    "--data-dir",
+      data.string(), "--durability", opts_.durability};
+    if (opts_.durability == "periodic") {
+      argv.push_back("--sync-period-ms");
+      argv.push_back(std::to_string(opts_.sync_period_ms));
+    }
+    server_.emplace(argv, dir, opts_.log_path);
+    auto line = server_->read_line(std::chrono::steady_clock::now() +
+                                   std::chrono::seconds{60});
+    const std::string prefix = "dallyd listening on 127.0.0.1:";
+    if (!line || line->rfind(prefix, 0) != 0) {
+      auto what = server_->running()
+                    ? "dallyd printed no listening line within 60 s"
+                    : "dallyd ended (" + server_->exit_description() + ")";
+      auto log = server_->log_tail();
+      stop();
+      throw peer_error(what + "; its log:\n" + log);
+    }
+    auto port = static_cast<uint16_t>(std::stoi(line->substr(prefix.size())));
+    cfg_ = std::make_unique<client_config>(true);
+    sys_ = std::make_unique<caf::actor_system>(*cfg_);
+    auto engine = actors::connect_engine(*sys_, "127.0.0.1", port);
+    if (!engine) {
+      auto what = actors::describe(engine.error());
+      stop();
+      throw peer_error("dally: cannot connect to dallyd on port " +
+                       std::to_string(port) + ": " + what);
+    }
+    handle_ = std::move(*engine);
+  }
+
+  std::unique_ptr<producer> make_producer() override {
+    return std::make_unique<dally_producer>(*sys_, handle_, opts_);
+  }
+
+  std::unique_ptr<consumer_group> start_consumers(uint32_t count,
+                                                  delivery_log& log) override {
+    acked_base_ = stats().acked();
+    return std::make_unique<dally_consumers>(*sys_, handle_, count,
+                                             opts_.consumer_batch, log);
+  }
+
+  /// Until the engine's own stats count the acks: an ack is settled when
+  /// the shard has committed it at the durability level, not when the
+  /// consumer answered.
+  bool wait_settled(uint64_t n, const delivery_log&,
+                    steady_time deadline) override {
+    for (;;) {
+      if (stats().acked() - acked_base_ >= n)
+        return true;
+      if (std::chrono::steady_clock::now() >= deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds{1});
+    }
+  }
+
+  resource_usage usage() const override {
+    return embedded_ ? self_usage() : process_usage(server_->pid());
+  }
+
+  std::string reset_peak() override {
+    if (embedded_ && !reset_self_peak())
+      return "could not reset VmHWM (/proc/self/clear_refs): peak RSS is the "
+             "driver's since it started";
+    return "";
+  }
+
+  std::string stop() override {
+    handle_ = nullptr;
+    if (engine_) {
+      engine_->stop();
+      engine_.reset();
+    }
+    // The client's connections close with its actor system, before the
+    // node stops.
+    sys_.reset();
+    cfg_.reset();
+    std::string note;
+    if (server_) {
+      note = server_->stop(std::chrono::seconds{30});
+      server_.reset();
+    }
+    return note;
+  }
+
+private:
+  v1::StatsReply stats() {
+    caf::scoped_actor self{*sys_};
+    std::optional<v1::StatsReply> out;
+    std::string failure;
+    self->request(handle_, request_timeout, actors::stats_request{})
+      .receive([&](actors::stats_reply& r) { out = std::move(r.pb); },
+               [&](caf::error& err) { failure = actors::describe(err); });
+    if (!out)
+      throw peer_error("dally: stats failed: " + failure);
+    return std::move(*out);
+  }
+
+  peer_options opts_;
+  bool embedded_;
+  std::unique_ptr<client_config> cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::optional<actors::embedded_engine> engine_;
+  std::optional<server_process> server_;
+  engine_actor handle_;
+  uint64_t acked_base_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<peer> make_dally_peer(const peer_options& opts, bool embedded) {
+  return std::make_unique<dally_peer>(opts, embedded);
+}
+
+} // namespace dally::bench::peers
