@@ -229,7 +229,7 @@ private:
   std::vector<int64_t> delays_s_;
 };
 
-class beanstalkd_consumers : public consumer_group {
+class beanstalkd_consumers : public thread_consumer_group {
 public:
   beanstalkd_consumers(uint16_t port, const std::string& tube, uint32_t count,
                        uint32_t batch, delivery_log& log)
@@ -238,37 +238,13 @@ public:
       auto conn = std::make_shared<tcp_conn>(port);
       expect_reply(*conn, "watch " + tube + "\r\n", "WATCHING");
       expect_reply(*conn, "ignore default\r\n", "WATCHING");
-      threads_.emplace_back([this, conn] { guard([&] { consume(*conn); }); });
+      spawn([this, conn] { consume(*conn); });
     }
   }
 
   ~beanstalkd_consumers() override { stop(); }
 
-  std::string stop() override {
-    stop_ = true;
-    for (auto& t : threads_)
-      if (t.joinable())
-        t.join();
-    return error();
-  }
-
-  std::string error() const override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return error_;
-  }
-
 private:
-  template<class F>
-  void guard(F f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (error_.empty())
-        error_ = e.what();
-    }
-  }
-
   /// Each round trip deletes (acks) the previous round's jobs and asks
   /// for up to `batch_` ready ones without waiting; when none was ready it
   /// blocks in `reserve-with-timeout 1` (beanstalkd's timeouts are whole
@@ -276,7 +252,7 @@ private:
   void consume(tcp_conn& conn) {
     std::vector<uint64_t> pending;
     std::string out;
-    while (!stop_) {
+    while (!stopping()) {
       out.clear();
       for (auto id : pending)
         out += "delete " + std::to_string(id) + "\r\n";
@@ -322,10 +298,6 @@ private:
 
   uint32_t batch_;
   delivery_log& log_;
-  std::atomic<bool> stop_{false};
-  mutable std::mutex mtx_;
-  std::string error_;
-  std::vector<std::thread> threads_;
 };
 
 class beanstalkd_peer : public peer {

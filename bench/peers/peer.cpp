@@ -88,4 +88,23 @@ std::unique_ptr<peer> make_peer(const std::string& system,
                    "' (dally, dally-embedded, redis, beanstalkd)");
 }
 
+std::string thread_consumer_group::stop() {
+  stop_ = true;
+  for (auto& t : threads_)
+    if (t.joinable())
+      t.join();
+  return error();
+}
+
+std::string thread_consumer_group::error() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return error_;
+}
+
+void thread_consumer_group::keep_error(const std::string& what) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  if (error_.empty())
+    error_ = what;
+}
+
 } // namespace dally::bench::peers

@@ -10,10 +10,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace dally::bench::peers {
@@ -149,6 +151,41 @@ public:
   /// The first error a consumer hit so far ("" if none), so that the
   /// driver does not wait for deliveries that cannot come.
   virtual std::string error() const = 0;
+};
+
+/// Consumers that are threads of the driver (the Redis and beanstalkd
+/// clients): each runs under a guard that keeps the first error, and all
+/// stop when `stop` is called. A derived class calls `stop` in its
+/// destructor, before its members go.
+class thread_consumer_group : public consumer_group {
+public:
+  std::string stop() override;
+
+  std::string error() const override;
+
+protected:
+  /// Runs `f` on a thread of its own; an exception it throws becomes the
+  /// group's error (the first one wins).
+  template<class F>
+  void spawn(F f) {
+    threads_.emplace_back([this, f = std::move(f)]() mutable {
+      try {
+        f();
+      } catch (const std::exception& e) {
+        keep_error(e.what());
+      }
+    });
+  }
+
+  bool stopping() const noexcept { return stop_; }
+
+private:
+  void keep_error(const std::string& what);
+
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mtx_;
+  std::string error_;
+  std::vector<std::thread> threads_;
 };
 
 /// How a system is set up for a run.

@@ -155,7 +155,7 @@ private:
 };
 
 /// The mover and the consumers of one run, as threads.
-class redis_consumers : public consumer_group {
+class redis_consumers : public thread_consumer_group {
 public:
   redis_consumers(uint16_t port, uint32_t count, const peer_options& opts,
                   delivery_log& log)
@@ -168,45 +168,21 @@ public:
     if (r->type != REDIS_REPLY_STRING)
       throw peer_error("redis: SCRIPT LOAD answered " + describe(*r));
     sha_.assign(r->str, r->len);
-    threads_.emplace_back([this, mover] { guard([&] { move(*mover); }); });
+    spawn([this, mover] { move(*mover); });
     for (uint32_t i = 0; i < count; ++i) {
       auto conn = std::make_shared<redis_conn>(port_);
-      threads_.emplace_back([this, conn] { guard([&] { consume(*conn); }); });
+      spawn([this, conn] { consume(*conn); });
     }
   }
 
   ~redis_consumers() override { stop(); }
 
-  std::string stop() override {
-    stop_ = true;
-    for (auto& t : threads_)
-      if (t.joinable())
-        t.join();
-    return error();
-  }
-
-  std::string error() const override {
-    std::lock_guard<std::mutex> guard{mtx_};
-    return error_;
-  }
-
 private:
-  template<class F>
-  void guard(F f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> guard{mtx_};
-      if (error_.empty())
-        error_ = e.what();
-    }
-  }
-
   /// Runs the script in a tight loop while it moves something and every
   /// 1 ms when nothing is due.
   void move(redis_conn& conn) {
     auto limit = std::to_string(move_batch_);
-    while (!stop_) {
+    while (!stopping()) {
       auto now = std::to_string(wall_ms());
       auto r =
         conn.command({"EVALSHA", sha_, "2", "delayed", "ready", now, limit});
@@ -223,7 +199,7 @@ private:
   void consume(redis_conn& conn) {
     std::vector<std::string> pending;
     auto batch = std::to_string(batch_);
-    while (!stop_) {
+    while (!stopping()) {
       for (auto& m : pending)
         conn.append({"LREM", "processing", "1", m});
       for (uint32_t i = 0; i < batch_; ++i)
@@ -264,10 +240,6 @@ private:
   uint32_t move_batch_;
   delivery_log& log_;
   std::string sha_;
-  std::atomic<bool> stop_{false};
-  mutable std::mutex mtx_;
-  std::string error_;
-  std::vector<std::thread> threads_;
 };
 
 class redis_peer : public peer {
