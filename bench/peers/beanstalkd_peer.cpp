@@ -300,7 +300,7 @@ private:
   delivery_log& log_;
 };
 
-class beanstalkd_peer : public peer {
+class beanstalkd_peer : public server_peer {
 public:
   explicit beanstalkd_peer(peer_options opts) : opts_(std::move(opts)) {
     // nop
@@ -353,24 +353,11 @@ public:
                                                   opts_.consumer_batch, log);
   }
 
-  resource_usage usage() const override {
-    return process_usage(server_->pid());
-  }
-
-  std::string stop() override {
-    if (!server_)
-      return "";
-    auto note = server_->stop();
-    server_.reset();
-    return note;
-  }
-
 private:
   peer_options opts_;
   uint16_t port_ = 0;
   std::string tube_;
   int runs_ = 0;
-  std::optional<server_process> server_;
 };
 
 } // namespace

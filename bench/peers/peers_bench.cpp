@@ -462,12 +462,11 @@ run_result run_end_to_end(const settings& s, const std::string& system,
     consumers.reset();
     // Clients go before their server (Dally's share its actor system).
     conns.clear();
-    if (auto note = p->stop(); !note.empty())
-      r.notes.push_back(r.name + " " + note);
   } catch (const std::exception& e) {
     error.set(e.what());
   }
-  // Stop whatever still runs before the data directory goes.
+  // The server stops after its clients (gone with the try block), before
+  // its data directory goes.
   if (auto note = p->stop(); !note.empty())
     r.notes.push_back(r.name + " " + note);
   p.reset();
@@ -571,8 +570,6 @@ pending_result run_pending(const settings& s, const std::string& system) {
     std::this_thread::sleep_for(std::chrono::seconds{2});
     r.rss_after_kib = p->usage().rss_kib;
     conns.clear();
-    if (auto note = p->stop(); !note.empty())
-      r.notes.push_back(r.name + " " + note);
   } catch (const std::exception& e) {
     error.set(e.what());
   }

@@ -460,4 +460,16 @@ std::string command_output(const std::string& cmd) {
   return out;
 }
 
+resource_usage server_peer::usage() const {
+  return process_usage(server_->pid());
+}
+
+std::string server_peer::stop() {
+  if (!server_)
+    return "";
+  auto note = server_->stop();
+  server_.reset();
+  return note;
+}
+
 } // namespace dally::bench::peers

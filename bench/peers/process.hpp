@@ -126,4 +126,16 @@ std::vector<std::string> leftover_servers(const std::filesystem::path& root,
 /// newline ("" on failure).
 std::string command_output(const std::string& cmd);
 
+/// A peer that is a server process of its own (Redis, beanstalkd): its
+/// usage is that process's, and stopping the peer stops the process.
+class server_peer : public peer {
+public:
+  resource_usage usage() const override;
+
+  std::string stop() override;
+
+protected:
+  std::optional<server_process> server_;
+};
+
 } // namespace dally::bench::peers

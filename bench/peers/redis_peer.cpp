@@ -242,7 +242,7 @@ private:
   std::string sha_;
 };
 
-class redis_peer : public peer {
+class redis_peer : public server_peer {
 public:
   explicit redis_peer(peer_options opts) : opts_(std::move(opts)) {
     // nop
@@ -300,18 +300,6 @@ public:
     return std::make_unique<redis_consumers>(port_, count, opts_, log);
   }
 
-  resource_usage usage() const override {
-    return process_usage(server_->pid());
-  }
-
-  std::string stop() override {
-    if (!server_)
-      return "";
-    auto note = server_->stop();
-    server_.reset();
-    return note;
-  }
-
 private:
   /// PING until PONG (redis answers LOADING while it reads its AOF).
   bool ready(steady_time deadline) {
@@ -333,7 +321,6 @@ private:
 
   peer_options opts_;
   uint16_t port_ = 0;
-  std::optional<server_process> server_;
 };
 
 } // namespace
