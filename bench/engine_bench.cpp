@@ -32,7 +32,8 @@
 //     --load-factor F (0.7) of the sustained stream rate, found first by
 //     streams at rising rates (--no-search: of the burst throughput in 1)
 //     --stream-rate R (instead of F x max) --lead-ms MS (500)
-//     --dump-lateness PATH
+//     --dump-lateness PATH (a file per row: due_ms, lateness µs, and
+//     fire_ms - due_ms, when the notifier sent it, per delivery)
 //   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
 //   --default-heap: keep glibc's default trim threshold (default: as
 //     dallyd); the RSS section's last row also runs jemalloc's defaults
@@ -1135,8 +1136,9 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   if (!s.dump_path.empty()) {
     std::ofstream dump(s.dump_path + "." + std::string{name_of(level)} + "." +
                        std::to_string(pending));
-    for (auto& [due, late] : tally->samples)
-      dump << due << ' ' << late << '\n';
+    for (size_t i = 0; i < tally->samples.size(); ++i)
+      dump << tally->samples[i].first << ' ' << tally->samples[i].second << ' '
+           << tally->fire_offsets_ms[i] << '\n';
   }
   auto measure_from =
     plan->first_due_ms + static_cast<int64_t>(1000 * s.warmup_s);

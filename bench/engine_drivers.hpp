@@ -61,6 +61,10 @@ struct consumer_tally {
   std::mutex mtx;
   /// (due_ms, delivered wall µs - due_ms * 1000) per recorded delivery.
   std::vector<std::pair<int64_t, int64_t>> samples;
+  /// fire_ms - due_ms of the same deliveries: when the notifier sent each
+  /// (a task fired ahead is held until due), to tell a late release from a
+  /// late consumer.
+  std::vector<int64_t> fire_offsets_ms;
 };
 
 /// Counts `d` and, for the recorded topic, notes how late it arrived (wall
@@ -70,6 +74,7 @@ inline void tally_delivery(consumer_tally& tally, const v1::Delivery& d,
   if (!tally.record_topic.empty() && d.topic() == tally.record_topic) {
     std::lock_guard<std::mutex> guard{tally.mtx};
     tally.samples.emplace_back(d.due_ms(), now_us - d.due_ms() * 1000);
+    tally.fire_offsets_ms.push_back(d.fire_ms() - d.due_ms());
   }
   if (d.attempt() > 1)
     tally.redelivered.fetch_add(1, std::memory_order_relaxed);
