@@ -128,6 +128,9 @@ public:
     return true;
   }
 
+  /// Ends the sending side: the peer reads end-of-stream after the bytes.
+  void finish_sending() { ::shutdown(fd_, SHUT_WR); }
+
   /// Whether the peer closes the connection before `deadline` (reading
   /// and discarding whatever it sends first).
   bool closed_by_peer(steady_clock::time_point deadline) {
@@ -598,13 +601,22 @@ BOOST_FIXTURE_TEST_CASE(garbage_and_half_messages, fixture) {
   }
   auto r = n.ctl({"stats"});
   BOOST_CHECK_MESSAGE(r.code == 0, show(r));
-  // Many small garbage connections, some closed at once.
+  // Many small garbage connections: the odd ones closed at once, the even
+  // ones end their sending side and wait for the node to close them. (A
+  // small blob may read as the start of a valid message, 2 of these 10 do
+  // with CAF 0.17; without the end of stream, the node rightly waits for
+  // the rest, as it does for a slow client.)
   for (uint64_t seed = 2; seed < 12; ++seed) {
     raw_socket s{n.port()};
     s.send_all(garbage(1 + seed * 37, seed));
-    if (seed % 2 == 0)
-      BOOST_CHECK(s.closed_by_peer(steady_clock::now() + seconds{15}));
+    if (seed % 2 == 0) {
+      s.finish_sending();
+      BOOST_CHECK_MESSAGE(s.closed_by_peer(steady_clock::now() + seconds{15}),
+                          "garbage connection " << seed << " left open");
+    }
   }
+  r = n.ctl({"stats"});
+  BOOST_CHECK_MESSAGE(r.code == 0, show(r));
   // Half a message: a few bytes, then silence. The node waits on that
   // connection without blocking anyone else; then the client goes away.
   {
