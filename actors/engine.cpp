@@ -502,6 +502,7 @@ storage::store_options shard_store_options(const engine_config& cfg,
   out.sync_period_ms = cfg.sync_period_ms;
   out.write_buffer_bytes = cfg.write_buffer_bytes;
   out.block_cache_bytes = cfg.block_cache_bytes;
+  out.max_deferred_index = cfg.max_deferred_index;
   out.file_system = cfg.file_system;
   return out;
 }

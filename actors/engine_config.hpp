@@ -113,6 +113,10 @@ struct engine_config {
   size_t write_buffer_bytes = 16 << 20;
   size_t block_cache_bytes = 32 << 20;
 
+  /// Due-index entries of new tasks a shard's store may leave unwritten
+  /// while the task is in memory (storage::store_options); 0: none.
+  size_t max_deferred_index = size_t{1} << 16;
+
   shard_options shard;
 
   /// Notifier actors delivering fired tasks; topics are spread over them.

@@ -512,8 +512,13 @@ struct shard_logic::impl {
   // -- firing -----------------------------------------------------------------
 
   core::error fire(int64_t now_ms) {
-    if (reload_pending_ && batch_.empty())
+    if (reload_pending_ && batch_.empty()) {
+      // The fresh window reads every entry back from the index, those
+      // whose writing commits deferred included.
+      if (auto err = store_.index_deferred())
+        return err;
       reload();
+    }
     if (auto err = window_->refill(now_ms, refill_slices_per_fire))
       return err;
     refill_tokens(now_ms);
@@ -761,6 +766,13 @@ struct shard_logic::impl {
       clear_staging();
       return out;
     }
+    // A new task at or before the window's cursor enters the heap with the
+    // commit, so the store may defer its index entry: a task acked soon
+    // then never touches the index.
+    auto cursor = window_->cursor();
+    for (auto& op : batch_.ops())
+      if (auto* put = std::get_if<storage::write_batch::put_op>(&op))
+        put->defer_index = storage::write_batch::key_of(put->rec) <= cursor;
     if (auto err = store_.commit(batch_)) {
       // Every entry this batch took from the window or the leases goes
       // back: both are as they were before the batch.

@@ -10,7 +10,9 @@ namespace dally::storage {
 
 namespace {
 
-constexpr uint32_t meta_format_version = 1;
+/// Version 2 marks a meta with unindexed_from set: older builds, which
+/// would not index those tasks, refuse it.
+constexpr uint32_t meta_format_version = 2;
 
 core::error corrupt(std::string what) {
   return core::error{core::errc::corrupt_record, std::move(what)};
@@ -244,13 +246,14 @@ core::result<idempotency_entry> from_proto(const v1::IdempotencyRecord& msg) {
 // -- shard meta ---------------------------------------------------------------
 
 void to_proto(const shard_meta& meta, v1::ShardMeta& out) {
-  out.set_format_version(meta_format_version);
+  out.set_format_version(meta.unindexed_from != 0 ? 2 : 1);
   out.set_shard(meta.shard);
   out.set_shard_count(meta.shard_count);
   out.set_next_local_id(meta.next_local_id);
   out.set_epoch(meta.epoch);
   out.set_last_seq(meta.last_seq);
   out.set_reserved_local_id(meta.reserved_local_id);
+  out.set_unindexed_from(meta.unindexed_from);
 }
 
 core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
@@ -268,8 +271,9 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
     return corrupt("ShardMeta field shard: " + std::to_string(msg.shard()) +
                    " is not below shard_count " +
                    std::to_string(msg.shard_count()));
-  return shard_meta{msg.shard(), msg.shard_count(), msg.next_local_id(),
-                    msg.epoch(), msg.last_seq(),    msg.reserved_local_id()};
+  return shard_meta{
+    msg.shard(),    msg.shard_count(),       msg.next_local_id(), msg.epoch(),
+    msg.last_seq(), msg.reserved_local_id(), msg.unindexed_from()};
 }
 
 // -- bytes --------------------------------------------------------------------

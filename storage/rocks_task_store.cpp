@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <filesystem>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <variant>
@@ -230,6 +233,32 @@ struct rocks_task_store::impl {
   std::optional<int64_t> last_sync_ms;
   /// expire_keys resumes after this key.
   std::optional<std::string> expire_cursor;
+  /// Tasks whose due-index entry commits deferred, with their index time;
+  /// `deferred_order` lists them in commit order, which is id order (ids
+  /// no longer deferred are skipped when met).
+  std::unordered_map<core::task_id, int64_t> deferred;
+  std::deque<core::task_id> deferred_order;
+  /// Only an id above this one may be deferred, keeping the order sorted.
+  core::task_id last_deferred = 0;
+  /// The deferred entries found by `open` after a crash: until written,
+  /// `scan_due` returns them with the index's own. Their entries may have
+  /// been written before the crash, so settling one deletes it anyway.
+  std::set<due_key> recovered;
+  /// What the commit being built changes about the deferred entries; applied
+  /// only once its write succeeded.
+  struct deferred_changes {
+    /// Deferred by this batch, and in which order.
+    std::unordered_map<core::task_id, int64_t> added;
+    std::vector<core::task_id> added_order;
+    /// Entries of `deferred` this batch writes or drops.
+    std::unordered_set<core::task_id> settled;
+
+    void clear() {
+      added.clear();
+      added_order.clear();
+      settled.clear();
+    }
+  } changes;
   std::vector<quarantined_record> quarantined;
   store_stats stats;
 
@@ -240,6 +269,9 @@ struct rocks_task_store::impl {
   ~impl() {
     if (!db)
       return;
+    // A clean close leaves a complete index (older builds read it too); if
+    // this fails, the next open indexes from the mark in the meta.
+    index_all("indexing deferred tasks at close");
     for (auto* handle : handles)
       db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
     db->Close().PermitUncheckedError();
@@ -326,6 +358,9 @@ struct rocks_task_store::impl {
     for (const auto& item : items) {
       quarantined.push_back({describe(item.cf, item.key), item.reason});
       ++stats.quarantined;
+      // A deferred entry of a task moved aside is never to be written.
+      if (item.cf == cf_tasks && item.key.size() == id_key_bytes)
+        drop_deferred(get_be64(item.key));
     }
   }
 
@@ -418,6 +453,156 @@ struct rocks_task_store::impl {
     return std::optional<std::string>{std::move(value)};
   }
 
+  /// Whether `id`'s index entry is deferred (by an earlier commit or this
+  /// batch); if so it no longer is, as the caller writes or drops the entry
+  /// now.
+  bool take_deferred(core::task_id id) {
+    if (changes.added.erase(id) > 0)
+      return true;
+    auto it = deferred.find(id);
+    if (it == deferred.end() || !changes.settled.insert(id).second)
+      return false;
+    return !recovered.contains(due_key{it->second, id});
+  }
+
+  /// Forgets the deferred entry of `id`, if any.
+  void drop_deferred(core::task_id id) {
+    if (auto it = deferred.find(id); it != deferred.end()) {
+      recovered.erase(due_key{it->second, id});
+      deferred.erase(it);
+    }
+  }
+
+  /// Defers the index entry of the new task `rec` if its owner allows it and
+  /// there is room (see store_options::max_deferred_index).
+  bool defer(const write_batch::put_op& x) {
+    auto id = x.rec.task.id;
+    auto highest =
+      changes.added_order.empty() ? last_deferred : changes.added_order.back();
+    if (!x.defer_index || opts.max_deferred_index == 0 || id <= highest)
+      return false;
+    changes.added.emplace(id, x.rec.index_ms());
+    changes.added_order.push_back(id);
+    return true;
+  }
+
+  /// Writes the oldest deferred entries beyond the bound (in live entries,
+  /// and twice that in the order list, which also holds settled ids until
+  /// they reach its front); returns the lowest id still deferred after the
+  /// batch, or 0.
+  core::task_id age_deferred(batch_builder& builder) {
+    auto bound = opts.max_deferred_index;
+    auto live = deferred.size() - changes.settled.size() + changes.added.size();
+    auto listed = deferred_order.size() + changes.added_order.size();
+    auto index = [&builder](core::task_id id, int64_t at) {
+      builder.put(cf_due, encode_due({at, id}), {});
+    };
+    core::task_id lowest = 0;
+    for (auto id : deferred_order) {
+      auto it = deferred.find(id);
+      bool open = it != deferred.end() && !changes.settled.contains(id);
+      if (open && live <= bound && listed <= 2 * bound) {
+        lowest = id;
+        break;
+      }
+      --listed;
+      if (open) {
+        index(id, it->second);
+        changes.settled.insert(id);
+        --live;
+      }
+    }
+    for (auto id : changes.added_order) {
+      auto it = changes.added.find(id);
+      if (it == changes.added.end())
+        continue;
+      if (live <= bound) {
+        if (lowest == 0)
+          lowest = id;
+        break;
+      }
+      index(id, it->second);
+      changes.added.erase(it);
+      --live;
+    }
+    return lowest;
+  }
+
+  /// Takes in the deferred entries of a batch that was written.
+  void apply_deferred() {
+    for (auto id : changes.settled)
+      drop_deferred(id);
+    for (auto id : changes.added_order)
+      if (auto it = changes.added.find(id); it != changes.added.end()) {
+        deferred.emplace(id, it->second);
+        deferred_order.push_back(id);
+        last_deferred = id;
+      }
+    while (!deferred_order.empty() &&
+           !deferred.contains(deferred_order.front()))
+      deferred_order.pop_front();
+    changes.clear();
+  }
+
+  /// Writes every deferred index entry and clears the mark in the meta.
+  core::error index_all(const std::string& what) {
+    if (deferred.empty() && meta.unindexed_from == 0)
+      return {};
+    batch_builder builder{cfs};
+    for (auto id : deferred_order)
+      if (auto it = deferred.find(id); it != deferred.end())
+        builder.put(cf_due, encode_due({it->second, id}), {});
+    auto next = meta;
+    next.unindexed_from = 0;
+    builder.put(cf_meta, meta_key, encode(next));
+    if (auto err = write(builder, opts.durability == durability::sync, what))
+      return err;
+    meta = next;
+    deferred.clear();
+    deferred_order.clear();
+    recovered.clear();
+    return {};
+  }
+
+  /// After a crash: the tasks from meta.unindexed_from on may lack their
+  /// index entry (a commit deferred it). They become deferred entries
+  /// again, served by `scan_due` from memory until a commit, a clean close
+  /// or `index_deferred` writes them. Opening writes nothing for them, so
+  /// a failing or full disk still lets the shard start and serve reads.
+  /// Records that do not decode are quarantined if the disk allows.
+  core::error recover_deferred() {
+    if (meta.unindexed_from == 0)
+      return {};
+    std::unique_ptr<rocksdb::Iterator> it{
+      db->NewIterator(rocksdb::ReadOptions{}, cfs[cf_tasks])};
+    auto start = encode_task_key(meta.unindexed_from);
+    std::vector<quarantine_item> bad;
+    for (it->Seek(slice(start)); it->Valid(); it->Next()) {
+      auto key = it->key().ToString();
+      if (key.size() != id_key_bytes)
+        continue; // scan_due meets no such key; get() reports it
+      auto id = get_be64(key);
+      auto raw = it->value().ToString();
+      auto rec = decode_task(raw, id);
+      if (!rec) {
+        bad.push_back(bad_task(std::move(key), std::move(raw), rec.err()));
+        continue;
+      }
+      auto at = rec->index_ms();
+      deferred.emplace(id, at);
+      deferred_order.push_back(id);
+      recovered.insert(due_key{at, id});
+      last_deferred = id;
+    }
+    if (!it->status().ok())
+      return from_status(it->status(),
+                         "reading the tasks of " + where() + " after a crash");
+    // A disk that refuses the move leaves the record where get() will find
+    // and quarantine it later.
+    quarantine(bad);
+    return {};
+  }
+
   core::error add_op(batch_builder& builder, shard_meta& next,
                      const write_batch::op& op) {
     auto stamped = [&next](task_record rec) {
@@ -440,20 +625,26 @@ struct rocks_task_store::impl {
     return std::visit(
       overloaded{
         [&](const write_batch::put_op& x) {
+          if (defer(x))
+            return put_value(stamped(x.rec));
+          // Written now: any deferred entry of the id is settled.
+          take_deferred(x.rec.task.id);
           return put_record(stamped(x.rec));
         },
         [&](const write_batch::replace_op& x) {
           // A delivery, touch or give-back keeps the index
-          // entry: only the record changes.
+          // entry (deferred or not): only the record changes.
           if (x.before == write_batch::key_of(x.after))
             return put_value(stamped(x.after));
-          builder.erase(cf_due, encode_due(x.before));
+          if (!take_deferred(x.before.id))
+            builder.erase(cf_due, encode_due(x.before));
           return put_record(stamped(x.after));
         },
         [&](const write_batch::erase_op& x) {
           ++next.last_seq;
           builder.erase(cf_tasks, encode_task_key(x.key.id));
-          builder.erase(cf_due, encode_due(x.key));
+          if (!take_deferred(x.key.id))
+            builder.erase(cf_due, encode_due(x.key));
           return core::error{};
         },
         [&](const write_batch::bury_op& x) {
@@ -463,7 +654,8 @@ struct rocks_task_store::impl {
           if (!bytes)
             return bytes.err();
           builder.erase(cf_tasks, encode_task_key(x.key.id));
-          builder.erase(cf_due, encode_due(x.key));
+          if (!take_deferred(x.key.id))
+            builder.erase(cf_due, encode_due(x.key));
           builder.put(cf_dead, encode_task_key(dead.record.task.id), *bytes);
           return core::error{};
         },
@@ -661,6 +853,8 @@ rocks_task_store::open(const store_options& opts) {
     return err;
   if (auto err = state->count_quarantine())
     return err;
+  if (auto err = state->recover_deferred())
+    return err;
   // Ids up to the reservation may have gone out in commits a power loss
   // took back: never hand them out again.
   state->next_local_id =
@@ -689,9 +883,11 @@ core::error rocks_task_store::commit(const write_batch& batch) {
   next.next_local_id = s.next_local_id;
   next.epoch = s.epoch;
   batch_builder builder{s.cfs};
+  s.changes.clear();
   for (const auto& op : batch.ops())
     if (auto err = s.add_op(builder, next, op))
       return err;
+  next.unindexed_from = s.age_deferred(builder);
   auto sync = s.opts.durability == durability::sync;
   // Without a sync per commit, the id counter could be lost with unsynced
   // commits and their ids reused. The commit that first uses an id past the
@@ -709,9 +905,17 @@ core::error rocks_task_store::commit(const write_batch& batch) {
                 "commit of " + std::to_string(batch.size()) + " mutations"))
     return err;
   s.meta = next;
+  s.apply_deferred();
   ++s.stats.commits;
   s.stats.mutations += batch.size();
   return {};
+}
+
+core::error rocks_task_store::index_deferred() {
+  auto& s = *impl_;
+  if (auto err = s.ensure_writable())
+    return err;
+  return s.index_all("indexing deferred tasks");
 }
 
 core::error rocks_task_store::sync_if_due(int64_t now_ms) {
@@ -846,7 +1050,29 @@ rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
   }
   if (auto err = s.quarantine(bad))
     return err;
-  return result;
+  if (s.recovered.empty())
+    return result;
+  // Entries deferred before a crash and not written yet, merged in order;
+  // an entry both places hold counts once.
+  std::vector<due_key> merged;
+  merged.reserve(std::min(limit, result.size() + s.recovered.size()));
+  auto from_index = result.begin();
+  auto from_memory = s.recovered.upper_bound(after);
+  auto in_range = [&] {
+    return from_memory != s.recovered.end() &&
+           from_memory->index_ms < before_ms;
+  };
+  while (merged.size() < limit && (from_index != result.end() || in_range())) {
+    if (!in_range() ||
+        (from_index != result.end() && *from_index < *from_memory))
+      merged.push_back(*from_index++);
+    else if (from_index != result.end() && *from_index == *from_memory) {
+      merged.push_back(*from_index++);
+      ++from_memory;
+    } else
+      merged.push_back(*from_memory++);
+  }
+  return merged;
 }
 
 core::result<std::optional<idempotency_entry>>

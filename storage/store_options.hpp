@@ -47,6 +47,14 @@ struct store_options {
   /// RocksDB block cache shared by the shard's column families.
   size_t block_cache_bytes = 64 << 20;
 
+  /// Most new tasks whose due-index entry commits may leave unwritten (see
+  /// `write_batch::put_op::defer_index`); a commit writes the oldest
+  /// entries beyond it. A task acked while its entry is still deferred
+  /// never touches the index: two of its five memtable inserts saved. A
+  /// crash leaves at most about this many tasks for the next open to
+  /// index again (a range scan of their records). 0: nothing is deferred.
+  size_t max_deferred_index = 1 << 16;
+
   /// Replaces RocksDB's file system (tests inject faults through it).
   std::shared_ptr<rocksdb::FileSystem> file_system;
 };

@@ -95,6 +95,9 @@ struct shard_meta {
   uint64_t last_seq = 0;
   /// Durable high-water mark of handed-out local ids (see dally.proto).
   uint64_t reserved_local_id = 0;
+  /// Live tasks with ids from this one on may have no due-index entry yet
+  /// (see dally.proto); 0: all are indexed.
+  core::task_id unindexed_from = 0;
 
   friend bool operator==(const shard_meta&, const shard_meta&) = default;
 };

@@ -63,6 +63,11 @@ public:
   /// Fsyncs whatever was written so far.
   virtual core::error sync() = 0;
 
+  /// Writes every due-index entry that commits deferred (see
+  /// `write_batch::put_op::defer_index`), so that `scan_due` sees every
+  /// live task, e.g. before an owner rebuilds its window from the index.
+  virtual core::error index_deferred() = 0;
+
   /// Hands out the next task id of this shard (id % shard_count == shard).
   /// The counter is persisted by the next commit; ids are never reused,
   /// not even after a power loss took unsynced commits (an fsync'd

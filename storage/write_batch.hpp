@@ -20,6 +20,12 @@ class write_batch {
 public:
   struct put_op {
     task_record rec;
+    /// The owner keeps this task's index entry in memory (its due-time
+    /// window), so the store may write the entry later, or never if the
+    /// task is gone first. Only the index must be complete after a
+    /// restart, and the store guarantees that (see
+    /// `store_options::max_deferred_index`).
+    bool defer_index = false;
   };
   struct replace_op {
     due_key before;

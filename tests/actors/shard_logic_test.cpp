@@ -76,6 +76,8 @@ public:
 
   core::error sync() override { return inner_.sync(); }
 
+  core::error index_deferred() override { return inner_.index_deferred(); }
+
   task_id allocate_id() override { return inner_.allocate_id(); }
 
   core::result<std::optional<storage::task_record>> get(task_id id) override {
@@ -198,8 +200,9 @@ struct fixture {
     open();
   }
 
-  /// The store's due index, in order.
+  /// The store's due index, in order, deferred entries written first.
   std::vector<due_key> scan() {
+    BOOST_REQUIRE(!rocks->index_deferred());
     auto got = rocks->scan_due({std::numeric_limits<int64_t>::min(), 0},
                                std::numeric_limits<int64_t>::max(), 1000);
     BOOST_REQUIRE(got);

@@ -122,6 +122,15 @@ BOOST_AUTO_TEST_CASE(dead_letter_key_and_meta_round_trip) {
   BOOST_TEST((ok(decode_idempotency_entry(encode(entry))) == entry));
   shard_meta meta{3, 8, 1'000'000, 5, 123'456};
   BOOST_TEST((ok(decode_shard_meta(encode(meta))) == meta));
+  // Version 1 unless the deferred-index mark is set: builds that would
+  // not index those tasks refuse version 2.
+  v1::ShardMeta msg;
+  BOOST_REQUIRE(msg.ParseFromString(encode(meta)));
+  BOOST_TEST(msg.format_version() == 1u);
+  meta.unindexed_from = 4'242;
+  BOOST_TEST((ok(decode_shard_meta(encode(meta))) == meta));
+  BOOST_REQUIRE(msg.ParseFromString(encode(meta)));
+  BOOST_TEST(msg.format_version() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(garbage_bytes_are_corrupt_records) {
@@ -192,8 +201,8 @@ BOOST_AUTO_TEST_CASE(invalid_fields_are_corrupt_records) {
   meta.set_shard(0);
   check_corrupt(decode_shard_meta(meta.SerializeAsString()), "shard_count: 0");
   meta.set_shard_count(1);
-  meta.set_format_version(2);
-  check_corrupt(decode_shard_meta(meta.SerializeAsString()), "format version 2",
+  meta.set_format_version(3);
+  check_corrupt(decode_shard_meta(meta.SerializeAsString()), "format version 3",
                 errc::store_unavailable);
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/recurrence.hpp"
 #include "core/time_range.hpp"
+#include "storage/fault_fs.hpp"
 #include "storage/record_codec.hpp"
 #include "storage/rocks_task_store.hpp"
 #include "test_support.hpp"
@@ -902,3 +903,206 @@ BOOST_AUTO_TEST_CASE(corrupt_meta_refuses_to_open) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// -- deferred index entries
+// -----------------------------------------------------------------------
+
+namespace {
+
+/// A put whose index entry the store may defer.
+void put_deferred(write_batch& batch, task_record rec) {
+  batch.put(std::move(rec));
+  std::get<write_batch::put_op>(batch.ops().back()).defer_index = true;
+}
+
+std::vector<core::task_id> ids_of(const std::vector<due_key>& keys) {
+  std::vector<core::task_id> out;
+  for (const auto& key : keys)
+    out.push_back(key.id);
+  return out;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(
+  deferred_index_entries_are_written_when_asked_and_at_close) {
+  temp_dir dir;
+  auto opts = options_for(dir);
+  opts.max_deferred_index = 100;
+  auto store = open_ok(opts);
+  std::vector<task_record> tasks;
+  write_batch batch;
+  for (int i = 0; i < 6; ++i) {
+    tasks.push_back(make_task(store->allocate_id(), t0 + i));
+    put_deferred(batch, tasks.back());
+  }
+  commit_ok(*store, batch);
+  // Records are there, index entries are not (yet).
+  BOOST_TEST(ok(store->get(tasks[0].task.id)).has_value());
+  BOOST_TEST(scan_all(*store).empty());
+  BOOST_TEST(store->meta().unindexed_from == tasks[0].task.id);
+  batch.clear();
+  batch.erase(tasks[0]); // acked while deferred: the index is never touched
+  auto fired = tasks[1];
+  fired.state = task_state::in_flight;
+  batch.replace(tasks[1], fired); // same index time: stays deferred
+  auto moved = tasks[2];
+  moved.task.due_ms = t0 + 100;
+  moved.task.recurrence = ok(core::recurrence::at(t0 + 100));
+  batch.replace(tasks[2], moved); // new index time: written now
+  commit_ok(*store, batch);
+  auto due = scan_all(*store);
+  BOOST_REQUIRE(due.size() == 1u);
+  BOOST_TEST(due[0] == (due_key{t0 + 100, tasks[2].task.id}));
+  BOOST_TEST(store->meta().unindexed_from == tasks[1].task.id);
+  // index_deferred writes the rest, in one commit.
+  BOOST_REQUIRE(!store->index_deferred());
+  std::vector<core::task_id> expected = {tasks[1].task.id, tasks[3].task.id,
+                                         tasks[4].task.id, tasks[5].task.id,
+                                         tasks[2].task.id};
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  BOOST_TEST(store->meta().unindexed_from == 0u);
+  // Acked after its entry was written: the entry goes.
+  batch.clear();
+  batch.erase(tasks[3]);
+  commit_ok(*store, batch);
+  expected.erase(expected.begin() + 1);
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  // A clean close writes what is still deferred.
+  batch.clear();
+  auto late = make_task(store->allocate_id(), t0 + 50);
+  put_deferred(batch, late);
+  commit_ok(*store, batch);
+  store.reset();
+  store = open_ok(opts);
+  expected.insert(expected.end() - 1, late.task.id);
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  BOOST_TEST(store->meta().unindexed_from == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(
+  deferred_entries_beyond_the_bound_are_written_oldest_first) {
+  temp_dir dir;
+  auto opts = options_for(dir);
+  opts.max_deferred_index = 4;
+  auto store = open_ok(opts);
+  std::vector<core::task_id> ids;
+  for (int round = 0; round < 2; ++round) {
+    write_batch batch;
+    for (int i = 0; i < 5; ++i) {
+      auto rec = make_task(store->allocate_id(), t0 + 10 * round + i);
+      ids.push_back(rec.task.id);
+      put_deferred(batch, rec);
+    }
+    commit_ok(*store, batch);
+  }
+  // Ten deferred, four may stay so: the six oldest are written.
+  std::vector<core::task_id> expected(ids.begin(), ids.begin() + 6);
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  BOOST_TEST(store->meta().unindexed_from == ids[6]);
+  // With the bound at 0 nothing is deferred.
+  store.reset();
+  opts.max_deferred_index = 0;
+  store = open_ok(opts);
+  write_batch batch;
+  auto rec = make_task(store->allocate_id(), t0 + 99);
+  put_deferred(batch, rec);
+  commit_ok(*store, batch);
+  BOOST_TEST(ids_of(scan_all(*store)).back() == rec.task.id);
+  BOOST_TEST(store->meta().unindexed_from == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_leaves_no_deferred_task_unindexed) {
+  temp_dir dir;
+  auto fs = std::make_shared<fault_fs>();
+  auto opts = options_for(dir);
+  opts.file_system = fs;
+  opts.max_deferred_index = 100;
+  auto store = open_ok(opts);
+  // Indexed before the deferred ones: below the mark, not rescanned.
+  write_batch batch;
+  auto old = make_task(store->allocate_id(), t0 + 1000);
+  batch.put(old);
+  commit_ok(*store, batch);
+  std::vector<task_record> tasks;
+  batch.clear();
+  for (int i = 0; i < 5; ++i) {
+    tasks.push_back(make_task(store->allocate_id(), t0 + i));
+    put_deferred(batch, tasks.back());
+  }
+  commit_ok(*store, batch);
+  batch.clear();
+  batch.erase(tasks[0]);
+  commit_ok(*store, batch);
+  BOOST_TEST(ids_of(scan_all(*store)) ==
+               std::vector<core::task_id>{old.task.id},
+             boost::test_tools::per_element());
+  // The process dies: the close writes nothing.
+  fs->set_active(false);
+  store.reset();
+  fs->set_active(true);
+  // One deferred record is damaged meanwhile: quarantined, not indexed.
+  with_raw_db(dir, [&](rocksdb::DB& db, auto& cfs) {
+    BOOST_REQUIRE(db.Put(rocksdb::WriteOptions{}, cfs["tasks"],
+                         encode_task_key(tasks[4].task.id), "\xff garbage")
+                    .ok());
+  });
+  // The WAL refuses writes and syncs: opening writes nothing for the
+  // deferred entries, so the shard still starts, and scans see them from
+  // memory.
+  fault_spec wal;
+  wal.kinds = file_kind::wal;
+  fs->fail_writes(1000, wal);
+  fs->fail_syncs(1000, wal);
+  store = open_ok(opts);
+  std::vector<core::task_id> expected = {tasks[1].task.id, tasks[2].task.id,
+                                         tasks[3].task.id, old.task.id};
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  // Scans in slices and from a cursor merge both sources in order.
+  auto first = ok(store->scan_due({std::numeric_limits<int64_t>::min(), 0},
+                                  std::numeric_limits<int64_t>::max(), 2));
+  BOOST_TEST(ids_of(first) ==
+               (std::vector<core::task_id>{tasks[1].task.id, tasks[2].task.id}),
+             boost::test_tools::per_element());
+  auto rest =
+    ok(store->scan_due(first.back(), std::numeric_limits<int64_t>::max(), 10));
+  BOOST_TEST(ids_of(rest) ==
+               (std::vector<core::task_id>{tasks[3].task.id, old.task.id}),
+             boost::test_tools::per_element());
+  BOOST_TEST(
+    ok(store->scan_due({std::numeric_limits<int64_t>::min(), 0}, t0 + 2, 10))
+      .size() == 1u);
+  BOOST_TEST(store->meta().unindexed_from == tasks[1].task.id);
+  BOOST_TEST(store->quarantined().empty());
+  // A crash again, the disk healthy now: the damaged record is moved aside.
+  fs->clear_faults();
+  fs->set_active(false);
+  store.reset();
+  fs->set_active(true);
+  store = open_ok(opts);
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  // Acking a recovered task deletes its entry (it may have been written
+  // before the crash); writing the rest clears the mark.
+  batch.clear();
+  batch.erase(tasks[1]);
+  commit_ok(*store, batch);
+  expected.erase(expected.begin());
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  BOOST_REQUIRE(!store->index_deferred());
+  BOOST_TEST(store->meta().unindexed_from == 0u);
+  BOOST_TEST(ids_of(scan_all(*store)) == expected,
+             boost::test_tools::per_element());
+  BOOST_REQUIRE(store->quarantined().size() == 1u);
+  BOOST_TEST(store->quarantined()[0].where.find(
+               "(task " + std::to_string(tasks[4].task.id) + ")") !=
+             std::string::npos);
+  BOOST_TEST(!ok(store->get(tasks[4].task.id)).has_value());
+  BOOST_TEST(!ok(store->get(tasks[0].task.id)).has_value());
+}
