@@ -798,6 +798,9 @@ sim_params sim_params::draw(prng& gen) {
   p.slow_step_ppm =
     static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 300'000));
   p.slow_step_ms = gen.between(1, 1'000);
+  // Drawn after slow_step_ms, for the same reason.
+  static constexpr size_t bounds[] = {0, 1, 3, 16, size_t{1} << 16};
+  p.max_deferred_index = bounds[gen.pick(std::size(bounds))];
   return p;
 }
 
@@ -817,7 +820,8 @@ std::string sim_params::describe() const {
       << " hang_ppm=" << hang_ppm << " crash_ppm=" << crash_ppm
       << " max_lease_ms=" << max_lease_ms << " max_attempts=" << max_attempts
       << " damage_ppm=" << damage_ppm << " slow_step_ppm=" << slow_step_ppm
-      << " slow_step_ms=" << slow_step_ms;
+      << " slow_step_ms=" << slow_step_ms
+      << " max_deferred_index=" << max_deferred_index;
   return out.str();
 }
 
@@ -866,6 +870,7 @@ sim_result run_simulation(const sim_options& opts) {
     w.cfg.durability = storage::durability::sync;
     w.cfg.write_buffer_bytes = 1 << 20;
     w.cfg.block_cache_bytes = 1 << 20;
+    w.cfg.max_deferred_index = p.max_deferred_index;
     w.cfg.shard.plant = opts.plant;
     w.cfg.file_system = w.fs;
     w.cfg.wall_clock_ms = [&w] { return w.clock.wall_ms(w.true_ms()); };

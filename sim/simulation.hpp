@@ -54,6 +54,10 @@ struct sim_params {
   /// actor is idle).
   uint32_t slow_step_ppm = 0;
   int64_t slow_step_ms = 0;
+  /// The stores' bound on deferred due-index entries
+  /// (storage::store_options::max_deferred_index): 0 defers nothing, small
+  /// bounds write entries a commit or two after their task.
+  size_t max_deferred_index = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
