@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <caf/actor_system.hpp>
@@ -18,13 +19,30 @@ namespace dally::actors {
 /// remote client.
 void enable_network(caf::actor_system_config& cfg);
 
+/// Limits on what a peer of a published engine may send.
+struct publish_options {
+  /// Largest BASP message a peer may send, header excluded. CAF 0.17 sizes
+  /// its read buffer to whatever length a header claims, up to 4 GiB, and
+  /// zero-fills it, so a garbage or hostile header would cost the node that
+  /// much memory and seconds of its network thread. A connection whose next
+  /// message claims more is dropped before anything is allocated. The
+  /// default leaves room for a batch of 64 tasks with 1 MiB payloads.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+
+  /// Told, on the network thread, of each connection dropped for a message
+  /// above `max_message_bytes`: the peer's address and the claimed size.
+  std::function<void(const std::string& peer, uint64_t claimed_bytes)>
+    on_refused;
+};
+
 /// Publishes `engine` on `address:port` (port 0 picks a free one) and
 /// returns the bound port. Each connection gets its own protocol state: a
 /// peer that sends garbage loses its connection, nobody else is affected.
 caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
                                        const engine_actor& engine,
                                        const std::string& address,
-                                       uint16_t port);
+                                       uint16_t port,
+                                       publish_options opts = {});
 
 /// Connects to the engine a dallyd publishes at `host:port`. The handle
 /// speaks `engine_actor`; requests to it fail with CAF errors (see

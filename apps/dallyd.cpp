@@ -82,6 +82,7 @@ public:
   size_t max_unanswered_per_topic = 10'000;
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
+  size_t max_message_bytes = size_t{64} << 20;
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -144,7 +145,10 @@ public:
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(block_cache_mb, "block-cache-mb",
-           "RocksDB block cache per shard in MiB (default 32)");
+           "RocksDB block cache per shard in MiB (default 32)")
+      .add(max_message_bytes, "max-message-bytes",
+           "largest message a client may send; a connection whose next "
+           "message claims more is dropped (default 67108864)");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -157,7 +161,8 @@ std::string log_stamp() {
   return core::format_time(actors::system_wall_clock_ms());
 }
 
-/// Writes one log line to stderr (only the main thread logs).
+/// Writes one log line to stderr with a single write, so lines from the
+/// main thread and the network thread never interleave.
 void log_line(const std::string& text) {
   std::string line =
     log_stamp() + " dallyd[" + std::to_string(::getpid()) + "]: " + text + "\n";
@@ -297,6 +302,11 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.block_cache_mb < 1 || cfg.block_cache_mb > 1 << 20)
     return "--block-cache-mb must be in [1, 1048576]";
   out.block_cache_bytes = cfg.block_cache_mb << 20;
+  // A schedule request with one largest payload must always fit.
+  if (cfg.max_message_bytes < cfg.max_payload_bytes + 65536 ||
+      cfg.max_message_bytes > UINT32_MAX)
+    return "--max-message-bytes must be in [max-payload-bytes + 65536, "
+           "2^32)";
   return std::nullopt;
 }
 
@@ -377,8 +387,15 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
                     .count();
   log_line("engine started in " + std::to_string(start_ms) + " ms");
   log_recovery(sys, engine->handle());
-  auto port =
-    actors::publish_engine(sys, engine->handle(), cfg.address, cfg.port);
+  actors::publish_options popts;
+  popts.max_message_bytes = cfg.max_message_bytes;
+  popts.on_refused = [](const std::string& peer, uint64_t claimed_bytes) {
+    log_line("dropped the connection from " + peer +
+             ": its next message claims " + std::to_string(claimed_bytes) +
+             " bytes, above --max-message-bytes");
+  };
+  auto port = actors::publish_engine(sys, engine->handle(), cfg.address,
+                                     cfg.port, std::move(popts));
   if (!port) {
     std::cerr << "dallyd: cannot listen on " << cfg.address << ":" << cfg.port
               << ": " << actors::describe(port.error()) << "\n";

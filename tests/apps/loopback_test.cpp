@@ -245,6 +245,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--lease-ms", "0"},
          {"--default-max-batch", "0"},
          {"--default-max-batch", "1025"},
+         {"--max-message-bytes", "100000"},
+         {"--max-message-bytes", "4294967296"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
     auto r = dallyd(args);
@@ -601,19 +603,15 @@ BOOST_FIXTURE_TEST_CASE(garbage_and_half_messages, fixture) {
   }
   auto r = n.ctl({"stats"});
   BOOST_CHECK_MESSAGE(r.code == 0, show(r));
-  // Many small garbage connections: the odd ones closed at once, the even
-  // ones end their sending side and wait for the node to close them. (A
-  // small blob may read as the start of a valid message, 2 of these 10 do
-  // with CAF 0.17; without the end of stream, the node rightly waits for
-  // the rest, as it does for a slow client.)
+  // Many small garbage connections, each ending its sending side, so the
+  // node must close each one whether or not a blob reads as the start of a
+  // valid message (2 of these 10 do, claiming payloads of gigabytes).
   for (uint64_t seed = 2; seed < 12; ++seed) {
     raw_socket s{n.port()};
     s.send_all(garbage(1 + seed * 37, seed));
-    if (seed % 2 == 0) {
-      s.finish_sending();
-      BOOST_CHECK_MESSAGE(s.closed_by_peer(steady_clock::now() + seconds{15}),
-                          "garbage connection " << seed << " left open");
-    }
+    s.finish_sending();
+    BOOST_CHECK_MESSAGE(s.closed_by_peer(steady_clock::now() + seconds{15}),
+                        "garbage connection " << seed << " left open");
   }
   r = n.ctl({"stats"});
   BOOST_CHECK_MESSAGE(r.code == 0, show(r));
@@ -639,6 +637,76 @@ BOOST_FIXTURE_TEST_CASE(garbage_and_half_messages, fixture) {
   auto after = n.ctl({"--json", "stats"});
   BOOST_CHECK_MESSAGE(after.code == 0, show(after));
   BOOST_CHECK(!n.proc().wait(steady_clock::now()));
+}
+
+namespace {
+
+/// A valid BASP client handshake header (CAF 0.17: 32 bytes, network byte
+/// order) whose payload length is `payload_len`.
+std::string basp_client_handshake(uint32_t payload_len) {
+  std::string hdr(32, '\0');
+  hdr[0] = 0x01; // client_handshake; padding, flags: 0
+  for (int i = 0; i < 4; ++i)
+    hdr[4 + i] = static_cast<char>((payload_len >> (24 - 8 * i)) & 0xFF);
+  hdr[15] = 0x01; // operation_data; source and destination actor: 0
+  return hdr;
+}
+
+/// Peak resident memory of process `pid` in KiB (VmHWM), 0 if unknown.
+uint64_t peak_rss_kib(pid_t pid) {
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::stoull(line.substr(6));
+  return 0;
+}
+
+} // namespace
+
+BOOST_FIXTURE_TEST_CASE(oversized_message_claims_drop_the_connection, fixture) {
+  // CAF 0.17 would allocate and zero whatever a header claims: here 4 GiB
+  // per connection, for 32 bytes sent. The node drops each connection
+  // instead, says so, and its memory stays where it was.
+  for (int i = 0; i < 3; ++i) {
+    raw_socket s{n.port()};
+    BOOST_REQUIRE(s.send_all(basp_client_handshake(0xFFFFFFFFu)));
+    BOOST_CHECK_MESSAGE(s.closed_by_peer(steady_clock::now() + seconds{15}),
+                        "connection " << i << " left open");
+  }
+  // Just above the default cap of 64 MiB: dropped too.
+  {
+    raw_socket s{n.port()};
+    BOOST_REQUIRE(s.send_all(basp_client_handshake((64u << 20) + 1)));
+    BOOST_CHECK(s.closed_by_peer(steady_clock::now() + seconds{15}));
+  }
+  auto r = n.ctl({"stats"});
+  BOOST_CHECK_MESSAGE(r.code == 0, show(r));
+  auto hwm_kib = peak_rss_kib(n.proc().pid());
+  BOOST_CHECK_MESSAGE(hwm_kib > 0 && hwm_kib < 1024 * 1024,
+                      "dallyd peak RSS " << hwm_kib << " KiB");
+  auto log = n.log();
+  BOOST_CHECK(contains(log, "claims 4294967295 bytes, above "
+                            "--max-message-bytes"));
+  BOOST_CHECK(contains(log, "claims 67108865 bytes"));
+}
+
+BOOST_AUTO_TEST_CASE(max_message_bytes_still_takes_a_largest_payload) {
+  // The smallest cap the node accepts still carries a task with a payload
+  // of the largest size allowed.
+  temp_dir dir;
+  node n{dir.str("data"),
+         dir.str("dallyd.log"),
+         {"--max-payload-bytes", "100000", "--max-message-bytes", "165536"}};
+  auto id = scheduled_id(n.ctl({"schedule", "--topic", "t", "--in", "1h",
+                                "--payload", std::string(100000, 'x')}));
+  auto got = n.ctl({"--json", "get", std::to_string(id)});
+  BOOST_CHECK_MESSAGE(got.code == 0, show(got));
+  auto over = n.ctl({"schedule", "--topic", "t", "--in", "1h", "--payload",
+                     std::string(100001, 'x')});
+  BOOST_CHECK_MESSAGE(over.code != 0, show(over));
+  BOOST_CHECK_MESSAGE(contains(over.err, "payload"), show(over));
+  BOOST_CHECK_EQUAL(n.ctl({"stats"}).code, 0);
 }
 
 BOOST_FIXTURE_TEST_CASE(killed_consumer_tasks_are_redelivered, fixture) {
