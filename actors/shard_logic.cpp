@@ -1,6 +1,7 @@
 #include "actors/shard_logic.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <stdexcept>
 #include <string_view>
@@ -29,6 +30,13 @@ constexpr size_t refill_slices_per_fire = 16;
 
 /// Index entries handled per store read while firing.
 constexpr size_t fire_chunk = 512;
+
+/// How far past a commit (and the fire lead) its fire horizon reaches: a
+/// shard without a commit for this long writes its next first delivery.
+/// After a crash, the tasks indexed between the last commit and its
+/// horizon that had not fired yet count one attempt as spent, so the step
+/// is short; a shard under load commits far more often than this anyway.
+constexpr int64_t fire_horizon_step_ms = 250;
 
 /// Idempotency keys deleted per `maintain`.
 constexpr size_t expire_keys_per_maintain = 4096;
@@ -178,6 +186,10 @@ struct shard_logic::impl {
     opts_.window.max_in_memory =
       std::max<size_t>(opts_.window.max_in_memory, 1);
     window_ = std::make_unique<storage::due_window>(store_, opts_.window);
+    const auto& meta = store_.meta();
+    durable_horizon_ms_ = meta.fire_horizon_ms;
+    recovered_horizon_ms_ = meta.fire_horizon_ms;
+    first_new_local_id_ = meta.next_local_id;
   }
 
   // -- lookups ----------------------------------------------------------------
@@ -206,6 +218,7 @@ struct shard_logic::impl {
       return got.err();
     if (*got) {
       scratch = std::move(**got);
+      complete_stored(*scratch);
       out.rec = &*scratch;
       out.base = storage::write_batch::key_of(*scratch);
     }
@@ -317,6 +330,7 @@ struct shard_logic::impl {
     keys_.clear();
     fired_.clear();
     fired_ids_.clear();
+    unwritten_.clear();
     consumed_.clear();
     leases_consumed_.clear();
     pending_ = shard_counters{};
@@ -568,7 +582,7 @@ struct shard_logic::impl {
         return err;
     }
     // Nothing staged: nothing to roll back either.
-    if (batch_.empty()) {
+    if (batch_.empty() && unwritten_.empty()) {
       consumed_.clear();
       leases_consumed_.clear();
     }
@@ -640,6 +654,7 @@ struct shard_logic::impl {
         return got.err();
       }
       for (auto& rec : *got) {
+        complete_stored(rec);
         fetched_at_.emplace(rec.task.id, fetched_.size());
         fetched_.push_back(std::move(rec));
       }
@@ -739,7 +754,55 @@ struct shard_logic::impl {
     ++pending_.fired;
     if (rec.task.attempt > 1)
       ++pending_.redelivered;
+    if (rec.task.attempt == 1 && rec.task.policy.max_attempts > 1 &&
+        key.index_ms <= durable_horizon_ms_ && s.base && *s.base == key) {
+      // A first delivery needs no write: if the process dies before the
+      // ack, the store still holds the task as pending, which fires it
+      // again (at attempt 2, see maybe_fired_before_restart). That saves a
+      // record rewrite, and often the whole commit, per delivered task.
+      own(s);
+      unwritten_.push_back(key);
+      return;
+    }
     stage_replace(s, key);
+  }
+
+  /// Whether the stored, pending `rec` may have been delivered by an
+  /// earlier run whose first delivery went out without a write.
+  bool maybe_fired_before_restart(const task_record& rec) const {
+    if (rec.task.attempt != 0 || rec.state != task_state::pending ||
+        rec.task.policy.max_attempts <= 1 ||
+        rec.index_ms() > recovered_horizon_ms_)
+      return false;
+    // Tasks created since the restart were not there to fire.
+    auto count = store_.meta().shard_count;
+    return count == 0 || rec.task.id / count < first_new_local_id_;
+  }
+
+  /// Completes a record read from the store with what only memory knows:
+  /// the first delivery that went out without a write, if `rec` is that
+  /// task's record; else, after a restart, the first attempt an earlier
+  /// run may have spent that way, so that no redelivery repeats one.
+  void complete_stored(task_record& rec) const {
+    if (maybe_fired_before_restart(rec) &&
+        !unwritten_fires_.contains(rec.task.id)) {
+      rec.task.attempt = 1;
+      return;
+    }
+    auto it = unwritten_fires_.find(rec.task.id);
+    if (it == unwritten_fires_.end())
+      return;
+    const auto& mark = it->second;
+    // Every write of the task drops its mark, so the record is as fired.
+    bool as_fired = rec.state == task_state::pending &&
+                    rec.fired_count == mark.occurrence &&
+                    rec.task.attempt + 1 == mark.attempt;
+    assert(as_fired);
+    if (!as_fired)
+      return;
+    rec.state = task_state::in_flight;
+    rec.task.attempt = mark.attempt;
+    rec.lease_deadline_ms = mark.lease_deadline_ms;
   }
 
   void expire_lease(int64_t now_ms, slot& s) {
@@ -762,7 +825,7 @@ struct shard_logic::impl {
 
   commit_result commit(int64_t now_ms) {
     commit_result out;
-    if (batch_.empty()) {
+    if (batch_.empty() && unwritten_.empty()) {
       clear_staging();
       return out;
     }
@@ -773,7 +836,13 @@ struct shard_logic::impl {
     for (auto& op : batch_.ops())
       if (auto* put = std::get_if<storage::write_batch::put_op>(&op))
         put->defer_index = storage::write_batch::key_of(put->rec) <= cursor;
-    if (auto err = store_.commit(batch_)) {
+    // Tasks indexed up to the horizon may fire without a write until the
+    // next commit (see ShardMeta.fire_horizon_ms).
+    auto horizon_ms = saturating_add(
+      now_ms, saturating_add(opts_.fire_lead_ms, fire_horizon_step_ms));
+    if (!batch_.empty())
+      store_.raise_fire_horizon(horizon_ms);
+    if (auto err = batch_.empty() ? core::error{} : store_.commit(batch_)) {
       // Every entry this batch took from the window or the leases goes
       // back: both are as they were before the batch.
       for (const auto& key : consumed_)
@@ -789,8 +858,13 @@ struct shard_logic::impl {
       out.err = std::move(err);
       return out;
     }
+    if (!batch_.empty()) {
+      durable_horizon_ms_ = std::max(durable_horizon_ms_, horizon_ms);
+      ++counters_.commits;
+    }
     window_->on_write(batch_);
     update_leases(now_ms);
+    track_unwritten_fires();
     // A parked entry of a task this batch changed is stale: on_write has
     // just put the task's current entry (if any) in its place.
     if (!parked_index_.empty())
@@ -798,7 +872,6 @@ struct shard_logic::impl {
         unpark(id_of(op));
     hold_deliveries(out.deliveries);
     add_pending_counters();
-    ++counters_.commits;
     clear_staging();
     return out;
   }
@@ -813,6 +886,8 @@ struct shard_logic::impl {
       // release.
       if (!holds_.empty())
         holds_.erase(id_of(op));
+      if (!unwritten_fires_.empty())
+        unwritten_fires_.erase(id_of(op));
       task_record* after = nullptr;
       if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
         after = &x->after;
@@ -831,6 +906,36 @@ struct shard_logic::impl {
           forget(id);
       }
     }
+  }
+
+  /// Tracks the committed batch's first deliveries that went out without
+  /// a write (unless a later write of the batch superseded them): their
+  /// leases, their records in the cache and their marks.
+  void track_unwritten_fires() {
+    for (const auto& key : unwritten_) {
+      auto it = overlay_.find(key.id);
+      if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
+        continue;
+      const auto& rec = it->second.rec;
+      if (rec.state != task_state::in_flight || rec.task.attempt != 1 ||
+          batch_writes(key.id))
+        continue;
+      window_->on_erase(key);
+      track_lease(rec);
+      unwritten_fires_.insert_or_assign(
+        key.id,
+        fire_mark{rec.fired_count, rec.task.attempt, rec.lease_deadline_ms});
+      auto copy = rec;
+      remember(std::move(copy));
+    }
+  }
+
+  /// Whether the batch writes `id` (which only the overlay says cheaply).
+  bool batch_writes(core::task_id id) const {
+    for (const auto& op : batch_.ops())
+      if (id_of(op) == id)
+        return true;
+    return false;
   }
 
   /// A map node and its bucket, about.
@@ -975,6 +1080,8 @@ struct shard_logic::impl {
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
   std::unordered_set<core::task_id> fired_ids_;
+  /// First deliveries this batch fires without a write.
+  std::vector<due_key> unwritten_;
   /// The holds of committed deliveries, by task, until a newer write of
   /// the task commits (see take_back).
   std::unordered_map<core::task_id, std::shared_ptr<delivery_hold>> holds_;
@@ -1021,6 +1128,23 @@ struct shard_logic::impl {
   bool bucket_started_ = false;
   /// Entries due before this (set by the first fire) are the backlog of the
   /// downtime before the shard started.
+  /// What a first delivery without a write changed of the stored record,
+  /// by task, until the next write of the task: every read of the store
+  /// applies it.
+  struct fire_mark {
+    uint64_t occurrence = 0;
+    uint32_t attempt = 0;
+    int64_t lease_deadline_ms = 0;
+  };
+  std::unordered_map<core::task_id, fire_mark> unwritten_fires_;
+  /// The fire horizon of the last commit: tasks indexed up to it may fire
+  /// without a write.
+  int64_t durable_horizon_ms_ = 0;
+  /// The fire horizon the store was opened with: its pending tasks at
+  /// attempt 0 indexed up to it may have been delivered by the last run.
+  int64_t recovered_horizon_ms_ = 0;
+  /// Local ids from here on were created since the store was opened.
+  uint64_t first_new_local_id_ = 0;
   bool backlog_started_ = false;
   int64_t backlog_before_ms_ = std::numeric_limits<int64_t>::max();
   int64_t tokens_milli_ = 0;
@@ -1177,8 +1301,10 @@ core::result<task_info> shard_logic::get(core::task_id id) {
   auto live = s.store_.get(id);
   if (!live)
     return live.err();
-  if (*live)
+  if (*live) {
+    s.complete_stored(**live);
     return task_info{std::move(**live), false, {}};
+  }
   auto dead = s.store_.get_dead(id);
   if (!dead)
     return dead.err();
@@ -1396,7 +1522,7 @@ core::error shard_logic::maintain(int64_t now_ms) {
 // -- group commit -------------------------------------------------------------
 
 bool shard_logic::dirty() const noexcept {
-  return !impl_->batch_.empty();
+  return !impl_->batch_.empty() || !impl_->unwritten_.empty();
 }
 
 shard_logic::commit_result shard_logic::commit(int64_t now_ms) {

@@ -99,8 +99,12 @@ struct shard_counters {
 /// Firing: `fire(now)` pops due tasks from the window and stages each as in
 /// flight (attempt + 1, lease deadline due time + lease); `commit` then
 /// returns them as deliveries, to be handed on only after the commit, so
-/// that a delivered attempt is always durable and redeliveries always carry
-/// attempt + 1. Tasks due within `fire_lead_ms` fire ahead of time: each
+/// that redeliveries always carry a higher attempt. A first delivery of a
+/// task with more than one attempt is not written (only kept in memory) if
+/// the task is indexed up to the last commit's fire horizon: after a crash
+/// the store still has it pending, and a pending task at attempt 0 indexed
+/// up to the stored horizon counts its first attempt as spent (see
+/// docs/engine.md, "First deliveries without a write"). Tasks due within `fire_lead_ms` fire ahead of time: each
 /// delivery carries its release time (the due time) and a `delivery_hold`,
 /// and whoever holds it (the notifier) releases it when due, so a delivery
 /// never goes out before its due time and releasing it never waits for this

@@ -254,6 +254,7 @@ void to_proto(const shard_meta& meta, v1::ShardMeta& out) {
   out.set_last_seq(meta.last_seq);
   out.set_reserved_local_id(meta.reserved_local_id);
   out.set_unindexed_from(meta.unindexed_from);
+  out.set_fire_horizon_ms(meta.fire_horizon_ms);
 }
 
 core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
@@ -271,9 +272,10 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
     return corrupt("ShardMeta field shard: " + std::to_string(msg.shard()) +
                    " is not below shard_count " +
                    std::to_string(msg.shard_count()));
-  return shard_meta{
-    msg.shard(),    msg.shard_count(),       msg.next_local_id(), msg.epoch(),
-    msg.last_seq(), msg.reserved_local_id(), msg.unindexed_from()};
+  return shard_meta{msg.shard(),          msg.shard_count(),
+                    msg.next_local_id(),  msg.epoch(),
+                    msg.last_seq(),       msg.reserved_local_id(),
+                    msg.unindexed_from(), msg.fire_horizon_ms()};
 }
 
 // -- bytes --------------------------------------------------------------------

@@ -226,6 +226,8 @@ struct rocks_task_store::impl {
   /// Stamped on the next commit; ahead of meta after allocate_id/set_epoch.
   uint64_t next_local_id = 0;
   uint64_t epoch = 0;
+  /// Stamped on the next commit; ahead of meta after raise_fire_horizon.
+  int64_t fire_horizon_ms = 0;
   /// A write or sync failed: RocksDB may have stopped accepting writes.
   bool needs_resume = false;
   /// Written since the last fsync.
@@ -882,6 +884,7 @@ core::error rocks_task_store::commit(const write_batch& batch) {
   auto next = s.meta;
   next.next_local_id = s.next_local_id;
   next.epoch = s.epoch;
+  next.fire_horizon_ms = std::max(next.fire_horizon_ms, s.fire_horizon_ms);
   batch_builder builder{s.cfs};
   s.changes.clear();
   for (const auto& op : batch.ops())
@@ -960,6 +963,11 @@ core::error rocks_task_store::set_epoch(uint64_t epoch) {
                          std::to_string(s.epoch) + " of " + s.where()};
   s.epoch = epoch;
   return {};
+}
+
+void rocks_task_store::raise_fire_horizon(int64_t horizon_ms) {
+  auto& s = *impl_;
+  s.fire_horizon_ms = std::max(s.fire_horizon_ms, horizon_ms);
 }
 
 // -- reads --------------------------------------------------------------------

@@ -113,6 +113,7 @@ public:
 
   /// Errors: stale_epoch for an epoch below the current one.
   core::error set_epoch(uint64_t epoch) override;
+  void raise_fire_horizon(int64_t horizon_ms) override;
 
   const std::vector<quarantined_record>& quarantined() const override;
 

@@ -98,6 +98,9 @@ struct shard_meta {
   /// Live tasks with ids from this one on may have no due-index entry yet
   /// (see dally.proto); 0: all are indexed.
   core::task_id unindexed_from = 0;
+  /// First deliveries of tasks due up to this instant may go out without
+  /// a write (see dally.proto); 0: none did.
+  int64_t fire_horizon_ms = 0;
 
   friend bool operator==(const shard_meta&, const shard_meta&) = default;
 };

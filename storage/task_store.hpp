@@ -113,6 +113,10 @@ public:
   /// commit). Epochs never go back: a lower one is refused.
   virtual core::error set_epoch(uint64_t epoch) = 0;
 
+  /// Raises the fire horizon persisted by the next commit (see
+  /// `shard_meta::fire_horizon_ms`); a lower value changes nothing.
+  virtual void raise_fire_horizon(int64_t horizon_ms) = 0;
+
   /// Records moved aside since open because they did not decode.
   virtual const std::vector<quarantined_record>& quarantined() const = 0;
 

@@ -666,6 +666,27 @@ BOOST_AUTO_TEST_CASE(a_restart_recovers_pending_and_in_flight_tasks) {
   BOOST_TEST(log->got[1].id().task_id() == a);
 }
 
+BOOST_AUTO_TEST_CASE(a_first_delivery_lost_in_a_restart_comes_back_at_once) {
+  auto due = now_ms() + 100; // Within the schedule commit's fire horizon.
+  {
+    auto [c, log] = this->consumer("x", verdict_mode::hang);
+    schedule_at("x", due);
+    advance_to(due);
+    BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+    BOOST_TEST(log->got[0].attempt() == 1u);
+  }
+  restart();
+  auto [c, log] = this->consumer("x", verdict_mode::ack);
+  // Its first delivery went out without a write: the store still holds it
+  // as pending, so it fires at once, with that attempt counted as spent.
+  advance_ms(10);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  BOOST_TEST(log->got[0].attempt() == 2u);
+  advance_ms(120'000);
+  BOOST_TEST(log->got.size() == 1u);
+  BOOST_TEST(stats().acked() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_second_engine_on_the_same_data_fails_to_start) {
   auto cfg = config();
   cfg.wall_clock_ms = [this] { return now_ms(); };

@@ -131,6 +131,13 @@ BOOST_AUTO_TEST_CASE(dead_letter_key_and_meta_round_trip) {
   BOOST_TEST((ok(decode_shard_meta(encode(meta))) == meta));
   BOOST_REQUIRE(msg.ParseFromString(encode(meta)));
   BOOST_TEST(msg.format_version() == 2u);
+  // The fire horizon needs no new version: older builds that ignore it
+  // only deliver a first attempt again after a crash.
+  meta.unindexed_from = 0;
+  meta.fire_horizon_ms = t0 + 250;
+  BOOST_TEST((ok(decode_shard_meta(encode(meta))) == meta));
+  BOOST_REQUIRE(msg.ParseFromString(encode(meta)));
+  BOOST_TEST(msg.format_version() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(garbage_bytes_are_corrupt_records) {

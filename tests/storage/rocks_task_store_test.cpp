@@ -454,6 +454,9 @@ BOOST_AUTO_TEST_CASE(reopen_keeps_everything_and_never_reuses_ids) {
     BOOST_TEST(store->allocate_id() == 10u);
     BOOST_TEST(store->meta().next_local_id == 1u); // not committed yet
     BOOST_TEST(!store->set_epoch(7));
+    store->raise_fire_horizon(t0 + 500);
+    store->raise_fire_horizon(t0 + 100); // Never lowers it.
+    BOOST_TEST(store->meta().fire_horizon_ms == 0); // Not committed yet.
     write_batch batch;
     batch.put(make_task(first, t0));
     batch.put_key("k", idempotency_entry{first, t0 + 10, 1});
@@ -474,6 +477,7 @@ BOOST_AUTO_TEST_CASE(reopen_keeps_everything_and_never_reuses_ids) {
   BOOST_TEST(store->meta().last_seq == 3u);
   BOOST_TEST(store->meta().epoch == 7u);
   BOOST_TEST(store->meta().next_local_id == 3u);
+  BOOST_TEST(store->meta().fire_horizon_ms == t0 + 500);
   auto next = store->allocate_id();
   BOOST_TEST(next > first);
   BOOST_TEST(next % 4 == 2u);
@@ -489,6 +493,7 @@ BOOST_AUTO_TEST_CASE(reopen_keeps_everything_and_never_reuses_ids) {
   commit_ok(*store, batch);
   BOOST_TEST(ok(store->get(next))->stamp.epoch == 9u);
   BOOST_TEST(ok(store->get(next))->stamp.seq == 4u);
+  BOOST_TEST(store->meta().fire_horizon_ms == t0 + 500); // Kept.
 }
 
 BOOST_AUTO_TEST_CASE(unsynced_modes_reopen_past_the_id_reservation) {
