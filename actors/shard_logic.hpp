@@ -104,12 +104,13 @@ struct shard_counters {
 /// the task is indexed up to the last commit's fire horizon: after a crash
 /// the store still has it pending, and a pending task at attempt 0 indexed
 /// up to the stored horizon counts its first attempt as spent (see
-/// docs/engine.md, "First deliveries without a write"). Tasks due within `fire_lead_ms` fire ahead of time: each
-/// delivery carries its release time (the due time) and a `delivery_hold`,
-/// and whoever holds it (the notifier) releases it when due, so a delivery
-/// never goes out before its due time and releasing it never waits for this
-/// shard. Until then a revoke or reschedule cancels the hold and answers
-/// done; once the hold is claimed, the delivery is in flight.
+/// docs/engine.md, "First deliveries without a write"). Tasks due within
+/// `fire_lead_ms` fire ahead of time: each delivery carries its release time
+/// (the due time) and a `delivery_hold`, and whoever holds it (the notifier)
+/// releases it when due, so a delivery never goes out before its due time and
+/// releasing it never waits for this shard. Until then a revoke or reschedule
+/// cancels the hold and answers done; once the hold is claimed, the delivery is
+/// in flight.
 ///
 /// Topics without a consumer: due tasks of a topic marked unavailable, or
 /// with `max_unanswered_per_topic` deliveries fired and unanswered, are not

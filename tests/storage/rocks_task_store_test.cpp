@@ -455,7 +455,7 @@ BOOST_AUTO_TEST_CASE(reopen_keeps_everything_and_never_reuses_ids) {
     BOOST_TEST(store->meta().next_local_id == 1u); // not committed yet
     BOOST_TEST(!store->set_epoch(7));
     store->raise_fire_horizon(t0 + 500);
-    store->raise_fire_horizon(t0 + 100); // Never lowers it.
+    store->raise_fire_horizon(t0 + 100);            // Never lowers it.
     BOOST_TEST(store->meta().fire_horizon_ms == 0); // Not committed yet.
     write_batch batch;
     batch.put(make_task(first, t0));
