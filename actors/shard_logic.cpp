@@ -862,9 +862,11 @@ struct shard_logic::impl {
       durable_horizon_ms_ = std::max(durable_horizon_ms_, horizon_ms);
       ++counters_.commits;
     }
+    // Before the batch's writes: a write of the same task supersedes what
+    // this tracks (update_leases drops the mark).
+    track_unwritten_fires();
     window_->on_write(batch_);
     update_leases(now_ms);
-    track_unwritten_fires();
     // A parked entry of a task this batch changed is stale: on_write has
     // just put the task's current entry (if any) in its place.
     if (!parked_index_.empty())
@@ -909,16 +911,14 @@ struct shard_logic::impl {
   }
 
   /// Tracks the committed batch's first deliveries that went out without
-  /// a write (unless a later write of the batch superseded them): their
-  /// leases, their records in the cache and their marks.
+  /// a write: their leases, their records in the cache and their marks.
   void track_unwritten_fires() {
     for (const auto& key : unwritten_) {
       auto it = overlay_.find(key.id);
       if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
         continue;
       const auto& rec = it->second.rec;
-      if (rec.state != task_state::in_flight || rec.task.attempt != 1 ||
-          batch_writes(key.id))
+      if (rec.state != task_state::in_flight || rec.task.attempt != 1)
         continue;
       window_->on_erase(key);
       track_lease(rec);
@@ -928,14 +928,6 @@ struct shard_logic::impl {
       auto copy = rec;
       remember(std::move(copy));
     }
-  }
-
-  /// Whether the batch writes `id` (which only the overlay says cheaply).
-  bool batch_writes(core::task_id id) const {
-    for (const auto& op : batch_.ops())
-      if (id_of(op) == id)
-        return true;
-    return false;
   }
 
   /// A map node and its bucket, about.
@@ -1126,8 +1118,6 @@ struct shard_logic::impl {
   /// Overdue entries waiting for a token, in due order.
   std::deque<due_key> backlog_;
   bool bucket_started_ = false;
-  /// Entries due before this (set by the first fire) are the backlog of the
-  /// downtime before the shard started.
   /// What a first delivery without a write changed of the stored record,
   /// by task, until the next write of the task: every read of the store
   /// applies it.
@@ -1145,6 +1135,8 @@ struct shard_logic::impl {
   int64_t recovered_horizon_ms_ = 0;
   /// Local ids from here on were created since the store was opened.
   uint64_t first_new_local_id_ = 0;
+  /// Entries due before this (set by the first fire) are the backlog of the
+  /// downtime before the shard started.
   bool backlog_started_ = false;
   int64_t backlog_before_ms_ = std::numeric_limits<int64_t>::max();
   int64_t tokens_milli_ = 0;
