@@ -162,6 +162,8 @@ struct shard_logic::impl {
     due_key key;
     uint64_t occurrence = 0;
     uint32_t attempt = 0;
+    /// A first delivery that goes out without a write (stage_fire).
+    bool unwritten = false;
   };
 
   /// Parked entries of one topic and whether a consumer can take them.
@@ -330,7 +332,6 @@ struct shard_logic::impl {
     keys_.clear();
     fired_.clear();
     fired_ids_.clear();
-    unwritten_.clear();
     consumed_.clear();
     leases_consumed_.clear();
     pending_ = shard_counters{};
@@ -582,7 +583,8 @@ struct shard_logic::impl {
         return err;
     }
     // Nothing staged: nothing to roll back either.
-    if (batch_.empty() && unwritten_.empty()) {
+    // (Fires without a write stage no op but still need the commit.)
+    if (batch_.empty() && fired_.empty()) {
       consumed_.clear();
       leases_consumed_.clear();
     }
@@ -761,7 +763,7 @@ struct shard_logic::impl {
       // again (at attempt 2, see maybe_fired_before_restart). That saves a
       // record rewrite, and often the whole commit, per delivered task.
       own(s);
-      unwritten_.push_back(key);
+      fired_.back().unwritten = true;
       return;
     }
     stage_replace(s, key);
@@ -784,14 +786,12 @@ struct shard_logic::impl {
   /// task's record; else, after a restart, the first attempt an earlier
   /// run may have spent that way, so that no redelivery repeats one.
   void complete_stored(task_record& rec) const {
-    if (maybe_fired_before_restart(rec) &&
-        !unwritten_fires_.contains(rec.task.id)) {
-      rec.task.attempt = 1;
+    auto it = unwritten_fires_.find(rec.task.id);
+    if (it == unwritten_fires_.end()) {
+      if (maybe_fired_before_restart(rec))
+        rec.task.attempt = 1;
       return;
     }
-    auto it = unwritten_fires_.find(rec.task.id);
-    if (it == unwritten_fires_.end())
-      return;
     const auto& mark = it->second;
     // Every write of the task drops its mark, so the record is as fired.
     bool as_fired = rec.state == task_state::pending &&
@@ -825,7 +825,7 @@ struct shard_logic::impl {
 
   commit_result commit(int64_t now_ms) {
     commit_result out;
-    if (batch_.empty() && unwritten_.empty()) {
+    if (batch_.empty() && fired_.empty()) {
       clear_staging();
       return out;
     }
@@ -913,7 +913,10 @@ struct shard_logic::impl {
   /// Tracks the committed batch's first deliveries that went out without
   /// a write: their leases, their records in the cache and their marks.
   void track_unwritten_fires() {
-    for (const auto& key : unwritten_) {
+    for (const auto& f : fired_) {
+      if (!f.unwritten)
+        continue;
+      const auto& key = f.key;
       auto it = overlay_.find(key.id);
       if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
         continue;
@@ -1072,8 +1075,6 @@ struct shard_logic::impl {
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
   std::unordered_set<core::task_id> fired_ids_;
-  /// First deliveries this batch fires without a write.
-  std::vector<due_key> unwritten_;
   /// The holds of committed deliveries, by task, until a newer write of
   /// the task commits (see take_back).
   std::unordered_map<core::task_id, std::shared_ptr<delivery_hold>> holds_;
@@ -1514,7 +1515,7 @@ core::error shard_logic::maintain(int64_t now_ms) {
 // -- group commit -------------------------------------------------------------
 
 bool shard_logic::dirty() const noexcept {
-  return !impl_->batch_.empty() || !impl_->unwritten_.empty();
+  return !impl_->batch_.empty() || !impl_->fired_.empty();
 }
 
 shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
