@@ -74,26 +74,38 @@ std::optional<violation> oracle::delivered(const delivery_seen& d) {
                              "or rescheduled to"};
   if (d.attempt == 0)
     return violation{"attempts", where + "attempt 0"};
+  // Stale: received after its lease ran out, so the engine may already
+  // have sent the next attempt or answered a revoke. It still counts as a
+  // delivery of its occurrence, since its ack may yet be accepted.
+  bool stale =
+    d.lease_deadline_ms > 0 && d.wall_high_water_ms >= d.lease_deadline_ms;
   auto& occ = t.seen[d.occurrence];
-  if (occ.max_attempt > 0) {
-    if (d.attempt <= occ.max_attempt)
-      return violation{"attempts", where + "attempt " +
-                                     str(uint64_t{occ.max_attempt}) +
-                                     " was delivered before"};
-    if (occ.disturbances_at_last == disturbances_ &&
-        d.attempt != occ.max_attempt + 1)
-      return violation{"attempts", where + "follows attempt " +
-                                     str(uint64_t{occ.max_attempt}) +
-                                     " with no crash or fault between"};
+  if (stale) {
+    if (d.attempt > occ.max_attempt) {
+      occ.max_attempt = d.attempt;
+      occ.disturbances_at_last = disturbances_;
+    }
+  } else {
+    if (occ.max_attempt > 0) {
+      if (d.attempt <= occ.max_attempt)
+        return violation{"attempts", where + "attempt " +
+                                       str(uint64_t{occ.max_attempt}) +
+                                       " was delivered before"};
+      if (occ.disturbances_at_last == disturbances_ &&
+          d.attempt != occ.max_attempt + 1)
+        return violation{"attempts", where + "follows attempt " +
+                                       str(uint64_t{occ.max_attempt}) +
+                                       " with no crash or fault between"};
+    }
+    occ.max_attempt = d.attempt;
+    occ.disturbances_at_last = disturbances_;
+    if (t.revoke == revoke_answer::done)
+      return violation{"revoke", where + "delivered after its revoke was "
+                                         "answered done"};
+    if (t.revoke == revoke_answer::in_flight && ++t.after_revoke > 1)
+      return violation{"revoke", where + "delivered again after its revoke "
+                                         "was answered in_flight"};
   }
-  occ.max_attempt = d.attempt;
-  occ.disturbances_at_last = disturbances_;
-  if (t.revoke == revoke_answer::done)
-    return violation{"revoke", where + "delivered after its revoke was "
-                                       "answered done"};
-  if (t.revoke == revoke_answer::in_flight && ++t.after_revoke > 1)
-    return violation{"revoke", where + "delivered again after its revoke "
-                                       "was answered in_flight"};
   if (t.acked && t.what.recurring && t.seen.size() > t.what.occurrences)
     return violation{"recurrence_count",
                      where + str(uint64_t{t.seen.size()}) +

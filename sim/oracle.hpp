@@ -41,6 +41,8 @@ struct delivery_seen {
   int64_t true_ms = 0;
   /// The highest reading of the engine's wall clock up to then.
   int64_t wall_high_water_ms = 0;
+  /// The delivery's lease deadline (engine wall clock); 0 if it has none.
+  int64_t lease_deadline_ms = 0;
 };
 
 /// How the engine answered a revoke.
@@ -67,6 +69,14 @@ enum class final_state : uint8_t { live, gone, dead, quarantined };
 /// letter); dead letters only after max attempts; a task whose stored
 /// record was damaged is never delivered again, and ends quarantined or
 /// gone (and nothing else does).
+///
+/// A delivery that reaches its consumer only once the engine's wall clock
+/// has read its lease deadline is stale: its lease ran out while it waited
+/// in the consumer's mailbox, so a later attempt (or, after a revoke, none)
+/// may already have been delivered. Stale deliveries are exempt from the
+/// attempt order and revoke checks, but count as deliveries of their
+/// occurrence: the ack may still win if the shard has not yet expired the
+/// lease.
 class oracle {
 public:
   explicit oracle(int64_t max_skew_ms) : max_skew_ms_(max_skew_ms) {

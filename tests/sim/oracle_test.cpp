@@ -89,6 +89,54 @@ BOOST_AUTO_TEST_CASE(nothing_after_a_revoke_answered_done) {
   BOOST_TEST(invariant_of(running.delivered(at(1, 2, 100, 200))) == "revoke");
 }
 
+BOOST_AUTO_TEST_CASE(a_delivery_past_its_lease_is_stale_and_checked_less) {
+  // Attempt 1 (lease to 800) waited in a stalled consumer's mailbox; its
+  // lease ran out and attempt 2 went to another consumer first.
+  oracle o{0};
+  o.acknowledged(1, once(0));
+  auto second = at(1, 2, 0, 1'000);
+  second.lease_deadline_ms = 1'800;
+  BOOST_TEST(invariant_of(o.delivered(second)) == "none");
+  auto first = at(1, 1, 0, 1'200);
+  first.lease_deadline_ms = 800;
+  BOOST_TEST(invariant_of(o.delivered(first)) == "none");
+  // Received before its deadline, the same delivery is out of order.
+  first.wall_high_water_ms = 799;
+  BOOST_TEST(invariant_of(o.delivered(first)) == "attempts");
+  // Stale deliveries are still never early.
+  oracle early{0};
+  early.acknowledged(1, once(1'000));
+  auto d = at(1, 1, 1'000, 999);
+  d.lease_deadline_ms = 900;
+  BOOST_TEST(invariant_of(early.delivered(d)) == "never_early");
+  // A stale delivery counts as one of its task: its ack may be accepted.
+  oracle seen{0};
+  seen.acknowledged(1, once(0));
+  auto late = at(1, 1, 0, 1'000);
+  late.lease_deadline_ms = 1'000;
+  BOOST_TEST(invariant_of(seen.delivered(late)) == "none");
+  BOOST_TEST(invariant_of(seen.check_final(1, final_state::gone, 0)) == "none");
+  // After a revoke answered done, a stale delivery may still arrive.
+  oracle revoked{0};
+  revoked.acknowledged(1, once(0));
+  revoked.revoke_sent(1);
+  revoked.revoke_answered(1, revoke_answer::done);
+  BOOST_TEST(invariant_of(revoked.delivered(late)) == "none");
+  auto fresh = at(1, 2, 0, 1'000);
+  fresh.lease_deadline_ms = 1'800;
+  BOOST_TEST(invariant_of(revoked.delivered(fresh)) == "revoke");
+  // After in_flight: the stale attempt does not use up the one delivery.
+  oracle flying{0};
+  flying.acknowledged(1, once(0));
+  flying.revoke_sent(1);
+  flying.revoke_answered(1, revoke_answer::in_flight);
+  BOOST_TEST(invariant_of(flying.delivered(late)) == "none");
+  BOOST_TEST(invariant_of(flying.delivered(fresh)) == "none");
+  auto third = at(1, 3, 0, 1'100);
+  third.lease_deadline_ms = 2'000;
+  BOOST_TEST(invariant_of(flying.delivered(third)) == "revoke");
+}
+
 BOOST_AUTO_TEST_CASE(a_one_shot_delivery_carries_a_due_time_it_was_given) {
   oracle o{0};
   o.acknowledged(1, once(100));
