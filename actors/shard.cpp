@@ -167,6 +167,22 @@ void answer_held(shard_actor* self, const core::error& err) {
     f(err);
 }
 
+/// After a write outside a commit failed (a quarantine while opening or
+/// reading, the idempotency keys' expiry, a periodic sync), restarts from
+/// the store, as a failed commit does: only a reopen makes it writable
+/// again. Else a shard with no commits would keep its store stuck, and a
+/// damaged record unquarantined (found by dally-sim, seed
+/// 12426585960701338637). Requests waiting for the staged batch get the
+/// error. Returns whether the shard quits.
+bool restart_if_write_failed(shard_actor* self) {
+  auto err = self->state.logic->write_failure();
+  if (!err)
+    return false;
+  answer_held(self, err);
+  self->quit(to_caf(err));
+  return true;
+}
+
 void flush(shard_actor* self) {
   auto& st = self->state;
   st.flush_sent = false;
@@ -302,6 +318,9 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       if (auto err = st.logic->maintain(wall_now(self)))
         caf::aout(self) << "dally shard " << st.setup.index
                         << ": maintenance failed: " << err << std::endl;
+      // Also right after start: opening quarantines damaged records, and
+      // a failed write there leaves the store unwritable.
+      restart_if_write_failed(self);
     },
     [self](schedule_request& req) -> caf::result<schedule_reply> {
       auto& st = self->state;
@@ -362,13 +381,17 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
         due = req.pb.due_ms();
       auto res = self->state.logic->kick(wall_now(self), req.pb.id(), due);
       auto reply = answer_change(self, std::move(res));
-      arm(self);
+      if (!restart_if_write_failed(self))
+        arm(self);
       return reply;
     },
     [self](get_request& req) -> caf::result<get_reply> {
       auto res = self->state.logic->get(req.pb.id());
-      if (!res)
-        return fail<get_reply>(self, res.err());
+      if (!res) {
+        auto reply = fail<get_reply>(self, res.err());
+        restart_if_write_failed(self);
+        return reply;
+      }
       v1::GetReply pb;
       *pb.mutable_task() = to_wire(res->record);
       pb.set_dead(res->dead);
@@ -418,8 +441,13 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       size_t limit =
         req.pb.limit() == 0 ? st.setup.opts.dead_letter_page : req.pb.limit();
       auto res = st.logic->dead_letters(req.pb.after_id(), limit);
-      if (!res)
-        return fail<dead_letters_reply>(self, res.err());
+      // Listing quarantines the damaged records it meets, and carries on
+      // if that write fails: answer, then restart if the store needs it.
+      if (!res) {
+        auto reply = fail<dead_letters_reply>(self, res.err());
+        restart_if_write_failed(self);
+        return reply;
+      }
       v1::DeadLettersReply pb;
       for (auto& dead : res->dead) {
         auto* out = pb.add_dead();
@@ -428,7 +456,9 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
         out->set_reason(dead.reason);
       }
       pb.set_next_after_id(res->next_after);
-      return answer(self, dead_letters_reply{std::move(pb)});
+      auto reply = answer(self, dead_letters_reply{std::move(pb)});
+      restart_if_write_failed(self);
+      return reply;
     },
     [self](requeue_msg& msg) {
       auto err = self->state.logic->requeue(wall_now(self), msg.ref);

@@ -1502,6 +1502,10 @@ int64_t shard_logic::next_wakeup_ms() const {
   return impl_->next_wakeup_ms();
 }
 
+core::error shard_logic::write_failure() const {
+  return impl_->store_.write_failure();
+}
+
 core::error shard_logic::maintain(int64_t now_ms) {
   auto& s = *impl_;
   // Safe while writes are staged: this deletes only keys that find_key no

@@ -238,6 +238,9 @@ public:
   /// that have expired, and a key the batch stages again lands after it.
   core::error maintain(int64_t now_ms);
 
+  /// See `storage::task_store::write_failure`.
+  core::error write_failure() const;
+
   // -- group commit -----------------------------------------------------------
 
   /// Whether writes are staged.

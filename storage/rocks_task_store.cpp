@@ -914,6 +914,14 @@ core::error rocks_task_store::commit(const write_batch& batch) {
   return {};
 }
 
+core::error rocks_task_store::write_failure() const {
+  if (!impl_->needs_resume)
+    return {};
+  return core::error{errc::store_unavailable,
+                     "a write or sync of the store of " + impl_->where() +
+                       " failed; it must be reopened"};
+}
+
 core::error rocks_task_store::index_deferred() {
   auto& s = *impl_;
   if (auto err = s.ensure_writable())

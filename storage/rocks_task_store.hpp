@@ -80,6 +80,8 @@ public:
 
   core::error index_deferred() override;
 
+  core::error write_failure() const override;
+
   /// A new store starts at local id 1, so id 0 is never handed out. Throws
   /// std::length_error once the shard's ids are used up (2^64 / shard_count
   /// of them): handing out a used id again would be worse.

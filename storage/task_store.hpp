@@ -68,6 +68,13 @@ public:
   /// live task, e.g. before an owner rebuilds its window from the index.
   virtual core::error index_deferred() = 0;
 
+  /// An error if a write or sync failed since the store was opened. Its
+  /// owner should then reopen it rather than write on: RocksDB's WAL
+  /// writer keeps the error of a failed append, and 7.8 aborts the process
+  /// if it is resumed and the next append fails too (see
+  /// docs/simulation.md).
+  virtual core::error write_failure() const = 0;
+
   /// Hands out the next task id of this shard (id % shard_count == shard).
   /// The counter is persisted by the next commit; ids are never reused,
   /// not even after a power loss took unsynced commits (an fsync'd

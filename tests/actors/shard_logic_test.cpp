@@ -78,6 +78,8 @@ public:
 
   core::error index_deferred() override { return inner_.index_deferred(); }
 
+  core::error write_failure() const override { return inner_.write_failure(); }
+
   task_id allocate_id() override { return inner_.allocate_id(); }
 
   core::result<std::optional<storage::task_record>> get(task_id id) override {

@@ -713,6 +713,8 @@ void fail_one_commit(harness& h, const fault_case& fc) {
                       "expected " << to_string(fc.expected) << ", got "
                                   << describe(err));
   BOOST_CHECK(!err.message().empty());
+  // The store says so, for an owner that must reopen it (a shard does).
+  BOOST_CHECK(h.store().write_failure().code() == errc::store_unavailable);
   // The fault is spent: the store works again, or says clearly it cannot.
   for (int i = 0; i < 3; ++i) {
     auto next = h.commit_new(2);
@@ -739,6 +741,7 @@ BOOST_AUTO_TEST_CASE(failed_commit_is_all_or_nothing_after_reopen) {
       h.verify(std::numeric_limits<size_t>::max(), false);
       h.close();
       h.open();
+      BOOST_CHECK(!h.store().write_failure());
       h.verify_all();
       commit_batches(h, 5, 16);
       h.close();
