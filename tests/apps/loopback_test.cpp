@@ -761,7 +761,8 @@ BOOST_AUTO_TEST_CASE(sigterm_then_restart_sees_tasks) {
     BOOST_CHECK_MESSAGE(busy.code == 1, show(busy));
     BOOST_CHECK(contains(busy.err, "cannot listen"));
     // SIGTERM: clean exit 0.
-    BOOST_CHECK_EQUAL(n.stop(), 0);
+    auto code = n.stop();
+    BOOST_CHECK_MESSAGE(code == 0, "exit " << code << "; log:\n" << n.log());
     BOOST_CHECK(contains(n.log(), "stopped"));
   }
   {
@@ -776,8 +777,8 @@ BOOST_AUTO_TEST_CASE(sigterm_then_restart_sees_tasks) {
     BOOST_CHECK(contains(n.log(), "recovered"));
     // SIGINT works the same way.
     n.proc().signal(SIGINT);
-    BOOST_CHECK_EQUAL(
-      n.proc().wait(steady_clock::now() + seconds{30}).value_or(-1), 0);
+    auto code = n.proc().wait(steady_clock::now() + seconds{30}).value_or(-1);
+    BOOST_CHECK_MESSAGE(code == 0, "exit " << code << "; log:\n" << n.log());
   }
 }
 
