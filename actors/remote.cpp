@@ -1,7 +1,11 @@
 #include "actors/remote.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <list>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include <caf/function_view.hpp>
@@ -22,22 +26,48 @@ namespace {
 namespace io = caf::io;
 namespace net = caf::io::network;
 
-using shared_options = std::shared_ptr<const publish_options>;
+class capped_scribe;
+
+/// What a listening socket and its connections share: the limits, and the
+/// connections open, oldest first. The doorman and its scribes run on the
+/// multiplexer's thread; the mutex only guards against a scribe released
+/// elsewhere.
+struct listener_state {
+  explicit listener_state(publish_options x) : opts(std::move(x)) {
+    // nop
+  }
+  const publish_options opts;
+  std::mutex mtx;
+  std::list<capped_scribe*> open;
+};
+
+using shared_state = std::shared_ptr<listener_state>;
+
+int64_t steady_now_ns() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
 
 /// An accepted connection that refuses to read a message longer than the
-/// cap. The BASP broker asks for a message's payload with configure_read
-/// from inside its handler, which runs within consume(); the connection is
-/// dropped right after that handler returns.
+/// cap, and remembers when it last received anything. The BASP broker asks
+/// for a message's payload with configure_read from inside its handler,
+/// which runs within consume(); the connection is dropped right after that
+/// handler returns.
 class capped_scribe final : public net::scribe_impl {
 public:
   capped_scribe(net::default_multiplexer& mx, net::native_socket fd,
-                shared_options opts)
-    : net::scribe_impl(mx, fd), opts_(std::move(opts)) {
-    // nop
+                shared_state st)
+    : net::scribe_impl(mx, fd), st_(std::move(st)) {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    pos_ = st_->open.insert(st_->open.end(), this);
+  }
+
+  ~capped_scribe() override {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->open.erase(pos_);
   }
 
   void configure_read(io::receive_policy::config cfg) override {
-    if (cfg.second > opts_->max_message_bytes) {
+    if (cfg.second > st_->opts.max_message_bytes) {
       claimed_bytes_ = cfg.second;
       // The stream sizes its buffer to this before the drop takes effect.
       net::scribe_impl::configure_read(io::receive_policy::at_most(1));
@@ -50,29 +80,47 @@ public:
                size_t num_bytes) override {
     if (claimed_bytes_ > 0)
       return false;
+    last_read_ns_ = steady_now_ns();
     auto ok = net::scribe_impl::consume(ctx, buf, num_bytes);
     if (claimed_bytes_ == 0)
       return ok;
-    if (opts_->on_refused)
-      opts_->on_refused(addr() + ":" + std::to_string(port()), claimed_bytes_);
+    if (st_->opts.on_refused)
+      st_->opts.on_refused(peer(), claimed_bytes_);
     // As if the read failed: the broker forgets the connection, the stream
     // stops reading and the socket closes with the last reference.
     io_failure(ctx, net::operation::read);
     return false;
   }
 
+  /// Nanoseconds of the steady clock when it last received bytes, or was
+  /// accepted.
+  int64_t last_read_ns() const { return last_read_ns_; }
+
+  /// Closes the connection to make room for another: the broker forgets
+  /// it, as after a failed read, and the peer sees the socket close.
+  void evict(caf::execution_unit* ctx) {
+    io_failure(ctx, net::operation::read);
+    stream_.passivate();
+    stream_.graceful_shutdown();
+  }
+
+  std::string peer() const { return addr() + ":" + std::to_string(port()); }
+
 private:
-  shared_options opts_;
+  shared_state st_;
+  std::list<capped_scribe*>::iterator pos_;
+  std::atomic<int64_t> last_read_ns_{steady_now_ns()};
   uint64_t claimed_bytes_ = 0;
 };
 
 /// The listening socket; it hands each accepted socket to a capped_scribe
-/// where CAF's doorman would make a plain one.
+/// where CAF's doorman would make a plain one, and keeps the number of
+/// connections at most at the cap.
 class capped_doorman final : public net::doorman_impl {
 public:
   capped_doorman(net::default_multiplexer& mx, net::native_socket fd,
-                 shared_options opts)
-    : net::doorman_impl(mx, fd), opts_(std::move(opts)) {
+                 shared_state st)
+    : net::doorman_impl(mx, fd), st_(std::move(st)) {
     // nop
   }
 
@@ -81,23 +129,60 @@ public:
       return false;
     auto& mx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
+    if (!make_room(mx)) {
+      if (st_->opts.on_capped)
+        st_->opts.on_capped(peer_of(fd), false);
+      net::close_socket(fd);
+      return true;
+    }
     static_cast<void>(net::keepalive(fd, true));
-    auto sptr = caf::make_counted<capped_scribe>(mx, fd, opts_);
+    auto sptr = caf::make_counted<capped_scribe>(mx, fd, st_);
     auto hdl = sptr->hdl();
     parent()->add_scribe(std::move(sptr));
     return io::doorman::new_connection(&mx, hdl);
   }
 
 private:
-  shared_options opts_;
+  /// True if a new connection may open: below the cap, or after evicting
+  /// the connection silent longest, if it has been silent long enough.
+  bool make_room(net::default_multiplexer& mx) {
+    caf::intrusive_ptr<capped_scribe> victim;
+    {
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      if (st_->open.size() < st_->opts.max_connections)
+        return true;
+      auto oldest = std::min_element(
+        st_->open.begin(), st_->open.end(),
+        [](auto* x, auto* y) { return x->last_read_ns() < y->last_read_ns(); });
+      auto idle_ns = std::chrono::nanoseconds{st_->opts.idle_eviction}.count();
+      if (oldest == st_->open.end() ||
+          steady_now_ns() - (*oldest)->last_read_ns() < idle_ns ||
+          (*oldest)->get_reference_count() == 0)
+        return false;
+      victim.reset(*oldest);
+    }
+    if (st_->opts.on_capped)
+      st_->opts.on_capped(victim->peer(), true);
+    victim->evict(&mx);
+    return true;
+  }
+
+  static std::string peer_of(net::native_socket fd) {
+    auto host = net::remote_addr_of_fd(fd);
+    auto port = net::remote_port_of_fd(fd);
+    return (host ? *host : std::string{"?"}) + ":" +
+           (port ? std::to_string(*port) : std::string{"?"});
+  }
+
+  shared_state st_;
 };
 
 /// CAF's middleman actor, opening capped_doormen; it serves one publish
 /// request and hands the doorman to the same BASP broker as CAF's own.
 class capped_middleman final : public io::middleman_actor_impl {
 public:
-  capped_middleman(caf::actor_config& cfg, caf::actor basp, shared_options opts)
-    : io::middleman_actor_impl(cfg, std::move(basp)), opts_(std::move(opts)) {
+  capped_middleman(caf::actor_config& cfg, caf::actor basp, shared_state st)
+    : io::middleman_actor_impl(cfg, std::move(basp)), st_(std::move(st)) {
     // nop
   }
 
@@ -112,11 +197,11 @@ protected:
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd)
       return std::move(fd.error());
-    return io::doorman_ptr{caf::make_counted<capped_doorman>(*mx, *fd, opts_)};
+    return io::doorman_ptr{caf::make_counted<capped_doorman>(*mx, *fd, st_)};
   }
 
 private:
-  shared_options opts_;
+  shared_state st_;
 };
 
 } // namespace
@@ -134,9 +219,12 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
                                        uint16_t port, publish_options opts) {
   if (!engine)
     return caf::make_error(caf::sec::cannot_publish_invalid_actor);
+  if (opts.max_connections == 0)
+    return caf::make_error(caf::sec::invalid_argument,
+                           "max_connections must be at least 1");
   auto basp = sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
   auto mm = sys.spawn<capped_middleman, caf::hidden>(
-    std::move(basp), std::make_shared<const publish_options>(std::move(opts)));
+    std::move(basp), std::make_shared<listener_state>(std::move(opts)));
   caf::detail::type_list<engine_actor> tk;
   auto sigs = sys.message_types(tk);
   auto f = caf::make_function_view(mm);

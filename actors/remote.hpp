@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -33,6 +34,23 @@ struct publish_options {
   /// above `max_message_bytes`: the peer's address and the claimed size.
   std::function<void(const std::string& peer, uint64_t claimed_bytes)>
     on_refused;
+
+  /// Most connections open at once. With `max_message_bytes` it bounds what
+  /// peers can make the node hold in read buffers. At the cap, a new
+  /// connection takes the place of the one silent longest, if that one has
+  /// sent nothing for `idle_eviction` (a client of `enable_network` sends a
+  /// heartbeat every second, so only stuck or hostile peers go); otherwise
+  /// the new connection is closed at once.
+  uint32_t max_connections = 1024;
+
+  /// How long a connection must have been silent before a new one may take
+  /// its place at the cap.
+  std::chrono::milliseconds idle_eviction{10'000};
+
+  /// Told, on the network thread, of each connection closed for the cap:
+  /// the peer's address, and whether it was an idle one that made room
+  /// (true) or a new one refused (false).
+  std::function<void(const std::string& peer, bool evicted)> on_capped;
 };
 
 /// Publishes `engine` on `address:port` (port 0 picks a free one) and

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <ctime>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -83,6 +84,8 @@ public:
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
   size_t max_message_bytes = size_t{64} << 20;
+  size_t max_connections = 1024;
+  size_t idle_eviction_ms = 10'000;
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -148,7 +151,14 @@ public:
            "RocksDB block cache per shard in MiB (default 32)")
       .add(max_message_bytes, "max-message-bytes",
            "largest message a client may send; a connection whose next "
-           "message claims more is dropped (default 67108864)");
+           "message claims more is dropped (default 67108864)")
+      .add(max_connections, "max-connections",
+           "most client connections open at once; at the cap a new one "
+           "replaces one silent for --idle-eviction-ms, or is closed "
+           "(default 1024)")
+      .add(idle_eviction_ms, "idle-eviction-ms",
+           "how long a connection must be silent before a new one may take "
+           "its place at --max-connections (default 10000)");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -169,6 +179,31 @@ void log_line(const std::string& text) {
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }
+
+/// Logs at most one line a second, so that a flood of connections cannot
+/// flood the log; the next line logged counts those left out.
+class log_limiter {
+public:
+  void log(const std::string& text) {
+    auto now = std::chrono::steady_clock::now();
+    if (logged_once_ && now - last_ < std::chrono::seconds{1}) {
+      ++skipped_;
+      return;
+    }
+    logged_once_ = true;
+    last_ = now;
+    auto line = text;
+    if (skipped_ > 0)
+      line += " (" + std::to_string(skipped_) + " more since the last line)";
+    skipped_ = 0;
+    log_line(line);
+  }
+
+private:
+  bool logged_once_ = false;
+  std::chrono::steady_clock::time_point last_;
+  uint64_t skipped_ = 0;
+};
 
 /// CAF's list of the options, saying where --help really prints.
 std::string caf_help_text(const dallyd_config& cfg) {
@@ -307,6 +342,10 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
       cfg.max_message_bytes > UINT32_MAX)
     return "--max-message-bytes must be in [max-payload-bytes + 65536, "
            "2^32)";
+  if (cfg.max_connections < 1 || cfg.max_connections > 65536)
+    return "--max-connections must be in [1, 65536]";
+  if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
+    return "--idle-eviction-ms must be in [1, 86400000]";
   return std::nullopt;
 }
 
@@ -393,6 +432,17 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
     log_line("dropped the connection from " + peer +
              ": its next message claims " + std::to_string(claimed_bytes) +
              " bytes, above --max-message-bytes");
+  };
+  popts.max_connections = static_cast<uint32_t>(cfg.max_connections);
+  popts.idle_eviction = std::chrono::milliseconds{cfg.idle_eviction_ms};
+  popts.on_capped = [limiter = std::make_shared<log_limiter>()](
+                      const std::string& peer, bool evicted) {
+    auto line = evicted ? "closed the connection from " + peer +
+                            ", silent for --idle-eviction-ms, to make room "
+                            "at --max-connections"
+                        : "refused a connection from " + peer +
+                            ": --max-connections are open and none is idle";
+    limiter->log(line);
   };
   auto port = actors::publish_engine(sys, engine->handle(), cfg.address,
                                      cfg.port, std::move(popts));

@@ -709,6 +709,60 @@ BOOST_AUTO_TEST_CASE(max_message_bytes_still_takes_a_largest_payload) {
   BOOST_CHECK_EQUAL(n.ctl({"stats"}).code, 0);
 }
 
+BOOST_AUTO_TEST_CASE(max_connections_refuses_or_replaces_a_silent_one) {
+  temp_dir dir;
+  node n{dir.str("data"),
+         dir.str("dallyd.log"),
+         {"--max-connections", "2", "--idle-eviction-ms", "4000"}};
+  // A consumer keeps one slot; its heartbeats keep it from looking idle.
+  auto first = scheduled_id(
+    n.ctl({"schedule", "--topic", "capped", "--payload", "first"}));
+  auto consumer = n.spawn_ctl({"--json", "consume", "capped", "--max", "2"},
+                              dir.str("consumer.err"));
+  auto got = read_deliveries(*consumer, 1, steady_clock::now() + seconds{20});
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_CHECK_EQUAL(json_int(got[0], "id"), static_cast<int64_t>(first));
+  auto t_full = steady_clock::now();
+  raw_socket silent{n.port()};
+  // At the cap, with nobody silent long enough: a new peer is refused.
+  {
+    raw_socket refused{n.port()};
+    BOOST_CHECK(refused.closed_by_peer(steady_clock::now() + seconds{3}));
+  }
+  BOOST_REQUIRE_MESSAGE(steady_clock::now() - t_full < milliseconds{3500},
+                        "too slow to test the refusal before the idle time");
+  // Once the raw peer has been silent for the idle time, a new peer takes
+  // its place; the consumer, though it has sent nothing of its own, stays.
+  std::this_thread::sleep_until(t_full + milliseconds{4500});
+  raw_socket newcomer{n.port()};
+  BOOST_CHECK(silent.closed_by_peer(steady_clock::now() + seconds{10}));
+  BOOST_CHECK(!newcomer.closed_by_peer(steady_clock::now() + seconds{1}));
+  newcomer.close();
+  // The freed slot serves a client; the consumer still gets its task.
+  std::optional<run_result> sched;
+  for (int i = 0; i < 20; ++i) {
+    sched = n.ctl({"schedule", "--topic", "capped", "--payload", "x"});
+    if (sched->code == 0)
+      break;
+    std::this_thread::sleep_for(milliseconds{250});
+  }
+  BOOST_REQUIRE_MESSAGE(sched->code == 0, show(*sched));
+  got = read_deliveries(*consumer, 1, steady_clock::now() + seconds{20});
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_CHECK_EQUAL(json_int(got[0], "id"),
+                    static_cast<int64_t>(scheduled_id(*sched)));
+  auto log = n.log();
+  BOOST_CHECK_MESSAGE(contains(log, "refused a connection from 127.0.0.1"),
+                      log);
+  BOOST_CHECK_MESSAGE(contains(log, "silent for --idle-eviction-ms"), log);
+  // Bad values are refused at start.
+  auto zero = run({DALLYD, "--port", "0", "--data-dir", dir.str("other"),
+                   "--max-connections", "0"},
+                  {}, seconds{60});
+  BOOST_CHECK_MESSAGE(zero.code == 2, show(zero));
+  BOOST_CHECK(contains(zero.err, "--max-connections"));
+}
+
 BOOST_FIXTURE_TEST_CASE(killed_consumer_tasks_are_redelivered, fixture) {
   std::set<uint64_t> ids;
   for (int i = 0; i < 3; ++i)
