@@ -99,6 +99,7 @@ public:
   /// Closes the connection to make room for another: the broker forgets
   /// it, as after a failed read, and the peer sees the socket close.
   void evict(caf::execution_unit* ctx) {
+    evicted_ = true;
     io_failure(ctx, net::operation::read);
     stream_.passivate();
     stream_.graceful_shutdown();
@@ -106,10 +107,14 @@ public:
 
   std::string peer() const { return addr() + ":" + std::to_string(port()); }
 
+  /// Evicted, though the multiplexer may still hold it until its next turn.
+  bool evicted() const { return evicted_; }
+
 private:
   shared_state st_;
   std::list<capped_scribe*>::iterator pos_;
   std::atomic<int64_t> last_read_ns_{steady_now_ns()};
+  std::atomic<bool> evicted_{false};
   uint64_t claimed_bytes_ = 0;
 };
 
@@ -149,17 +154,24 @@ private:
     caf::intrusive_ptr<capped_scribe> victim;
     {
       std::lock_guard<std::mutex> guard{st_->mtx};
-      if (st_->open.size() < st_->opts.max_connections)
+      // Evicted ones no longer count, even if not yet released.
+      size_t live = 0;
+      capped_scribe* oldest = nullptr;
+      for (auto* x : st_->open) {
+        if (x->evicted())
+          continue;
+        ++live;
+        if (oldest == nullptr || x->last_read_ns() < oldest->last_read_ns())
+          oldest = x;
+      }
+      if (live < st_->opts.max_connections)
         return true;
-      auto oldest = std::min_element(
-        st_->open.begin(), st_->open.end(),
-        [](auto* x, auto* y) { return x->last_read_ns() < y->last_read_ns(); });
       auto idle_ns = std::chrono::nanoseconds{st_->opts.idle_eviction}.count();
-      if (oldest == st_->open.end() ||
-          steady_now_ns() - (*oldest)->last_read_ns() < idle_ns ||
-          (*oldest)->get_reference_count() == 0)
+      if (oldest == nullptr ||
+          steady_now_ns() - oldest->last_read_ns() < idle_ns ||
+          oldest->get_reference_count() == 0)
         return false;
-      victim.reset(*oldest);
+      victim.reset(oldest);
     }
     if (st_->opts.on_capped)
       st_->opts.on_capped(victim->peer(), true);
