@@ -77,10 +77,8 @@ std::optional<violation> oracle::delivered(const delivery_seen& d) {
   // Stale: received after its lease ran out, so the engine may already
   // have sent the next attempt or answered a revoke. It still counts as a
   // delivery of its occurrence, since its ack may yet be accepted.
-  bool stale =
-    d.lease_deadline_ms > 0 && d.wall_high_water_ms >= d.lease_deadline_ms;
   auto& occ = t.seen[d.occurrence];
-  if (stale) {
+  if (d.stale()) {
     if (d.attempt > occ.max_attempt) {
       occ.max_attempt = d.attempt;
       occ.disturbances_at_last = disturbances_;

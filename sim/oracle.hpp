@@ -43,6 +43,12 @@ struct delivery_seen {
   int64_t wall_high_water_ms = 0;
   /// The delivery's lease deadline (engine wall clock); 0 if it has none.
   int64_t lease_deadline_ms = 0;
+
+  /// Received only once the engine's clock had read its lease deadline
+  /// (see `oracle`).
+  bool stale() const {
+    return lease_deadline_ms > 0 && wall_high_water_ms >= lease_deadline_ms;
+  }
 };
 
 /// How the engine answered a revoke.

@@ -211,13 +211,12 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
       seen.true_ms = now;
       seen.wall_high_water_ms = w.clock.high_water_ms(now);
       seen.lease_deadline_ms = d.lease_deadline_ms();
-      bool stale = seen.lease_deadline_ms > 0 &&
-                   seen.wall_high_water_ms >= seen.lease_deadline_ms;
       w.event("deliver " + std::to_string(seen.id) + "/" +
               std::to_string(seen.occurrence) + " attempt " +
               std::to_string(seen.attempt) + " due " +
               std::to_string(seen.due_ms - t0_ms) + " to consumer " +
-              std::to_string(slot) + (stale ? " (stale: lease ran out)" : ""));
+              std::to_string(slot) +
+              (seen.stale() ? " (stale: lease ran out)" : ""));
       if (auto v = w.checks.delivered(seen))
         w.fail(std::move(*v));
       auto ack =

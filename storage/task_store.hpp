@@ -68,8 +68,9 @@ public:
   /// live task, e.g. before an owner rebuilds its window from the index.
   virtual core::error index_deferred() = 0;
 
-  /// An error if a write or sync failed since the store was opened. Its
-  /// owner should then reopen it rather than write on: RocksDB's WAL
+  /// An error while a failed write or sync leaves the store unwritable
+  /// (until a commit resumes it, or it is reopened). Its owner should then
+  /// reopen it rather than write on: RocksDB's WAL
   /// writer keeps the error of a failed append, and 7.8 aborts the process
   /// if it is resumed and the next append fails too (see
   /// docs/simulation.md).
