@@ -19,6 +19,10 @@
 
 #include "actors/type_ids.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 namespace dally::actors {
 
 namespace {
@@ -216,6 +220,24 @@ private:
   shared_state st_;
 };
 
+/// A node or client that stops while the BASP broker still handles a
+/// message about a closed connection (a client that just left, a proxy's
+/// end) can leave a reference cycle of CAF 0.17's own objects: the broker,
+/// its connection maps, a node id, a mailbox element. Nothing frees it, but
+/// it only exists at exit, so in production it costs nothing. LeakSanitizer
+/// reports it and fails the process: a SIGINT-ed dallyd of the sanitizer
+/// build exited 1 once in a fresh-clone CI run and once in 150 local
+/// shutdowns. Under AddressSanitizer the broker is marked as not leaked,
+/// and with it all it reaches; the report still covers the rest.
+void ignore_broker_cycle(caf::actor_system& sys) {
+#if defined(__SANITIZE_ADDRESS__)
+  auto basp = sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
+  __lsan_ignore_object(caf::actor_cast<caf::actor_control_block*>(basp));
+#else
+  static_cast<void>(sys);
+#endif
+}
+
 } // namespace
 
 void enable_network(caf::actor_system_config& cfg) {
@@ -234,6 +256,7 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
   if (opts.max_connections == 0)
     return caf::make_error(caf::sec::invalid_argument,
                            "max_connections must be at least 1");
+  ignore_broker_cycle(sys);
   auto basp = sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
   auto mm = sys.spawn<capped_middleman, caf::hidden>(
     std::move(basp), std::make_shared<listener_state>(std::move(opts)));
@@ -249,6 +272,7 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
 
 caf::expected<engine_actor>
 connect_engine(caf::actor_system& sys, const std::string& host, uint16_t port) {
+  ignore_broker_cycle(sys);
   return sys.middleman().remote_actor<engine_actor>(host, port);
 }
 
