@@ -110,6 +110,8 @@ struct world {
   std::vector<consumer_slot> consumers;
   /// Promises of deliveries a hanging consumer never answers.
   std::vector<caf::typed_response_promise<actors::delivery_reply>> hung;
+  std::vector<caf::typed_response_promise<actors::delivery_batch_reply>>
+    hung_batches;
 
   uint64_t next_key = 0;
   uint64_t acknowledged = 0;
@@ -195,74 +197,139 @@ v1::DeliveryReply verdict(v1::DeliveryReply::Verdict v) {
   return out;
 }
 
+/// Checks a delivery against the oracle and logs it.
+void observe(world& w, size_t slot, const v1::Delivery& d) {
+  auto now = w.true_ms();
+  delivery_seen seen;
+  seen.id = d.id().task_id();
+  seen.occurrence = d.id().occurrence();
+  seen.attempt = d.attempt();
+  seen.due_ms = d.due_ms();
+  seen.true_ms = now;
+  seen.wall_high_water_ms = w.clock.high_water_ms(now);
+  seen.lease_deadline_ms = d.lease_deadline_ms();
+  w.event("deliver " + std::to_string(seen.id) + "/" +
+          std::to_string(seen.occurrence) + " attempt " +
+          std::to_string(seen.attempt) + " due " +
+          std::to_string(seen.due_ms - t0_ms) + " to consumer " +
+          std::to_string(slot) +
+          (seen.stale() ? " (stale: lease ran out)" : ""));
+  if (auto v = w.checks.delivered(seen))
+    w.fail(std::move(*v));
+}
+
+/// What a consumer does with a delivery, or with a whole batch, in the
+/// fault phase: one draw per message, and every answer an ack once healed.
+enum class reaction { ack, nack, die, hang, dawdle };
+
+reaction react(world& w, caf::event_based_actor* self, size_t slot) {
+  if (w.healed)
+    return reaction::ack;
+  auto draw = w.consumer_gen.below(1'000'000);
+  auto& p = w.params;
+  if (draw < p.crash_ppm) {
+    w.event("consumer " + std::to_string(slot) + " dies");
+    w.consumers[slot].alive = false;
+    w.checks.disturbance();
+    self->quit(caf::exit_reason::user_shutdown);
+    return reaction::die;
+  }
+  draw -= p.crash_ppm;
+  if (draw < p.hang_ppm) {
+    w.event("consumer " + std::to_string(slot) + " hangs");
+    return reaction::hang;
+  }
+  draw -= p.hang_ppm;
+  if (draw < p.nack_ppm)
+    return reaction::nack;
+  draw -= p.nack_ppm;
+  if (draw < p.slow_ppm)
+    return reaction::dawdle;
+  return reaction::ack;
+}
+
+v1::DeliveryReply nack_verdict(world& w) {
+  auto reply = verdict(v1::DeliveryReply::VERDICT_NACK);
+  reply.set_retry_in_ms(w.consumer_gen.between(0, 2'000));
+  return reply;
+}
+
+/// Answers `rp` with `reply` after up to twice the lease, possibly too
+/// late.
+template<class Reply>
+void answer_late(world& w, caf::typed_response_promise<Reply> rp, Reply reply) {
+  auto delay = w.consumer_gen.between(1, 2 * w.params.max_lease_ms);
+  w.sys->spawn(
+    [rp, delay, reply](caf::event_based_actor* helper, int) mutable {
+      helper->delayed_send(helper, std::chrono::milliseconds{delay},
+                           answer_atom::value);
+      return caf::behavior{[rp, reply, helper](answer_atom) mutable {
+        rp.deliver(reply);
+        helper->quit();
+      }};
+    },
+    0);
+}
+
 caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
                             size_t slot) {
   return {
     [self, wp,
      slot](actors::delivery_msg& msg) -> caf::result<actors::delivery_reply> {
       auto& w = *wp;
-      const auto& d = msg.pb;
-      auto now = w.true_ms();
-      delivery_seen seen;
-      seen.id = d.id().task_id();
-      seen.occurrence = d.id().occurrence();
-      seen.attempt = d.attempt();
-      seen.due_ms = d.due_ms();
-      seen.true_ms = now;
-      seen.wall_high_water_ms = w.clock.high_water_ms(now);
-      seen.lease_deadline_ms = d.lease_deadline_ms();
-      w.event("deliver " + std::to_string(seen.id) + "/" +
-              std::to_string(seen.occurrence) + " attempt " +
-              std::to_string(seen.attempt) + " due " +
-              std::to_string(seen.due_ms - t0_ms) + " to consumer " +
-              std::to_string(slot) +
-              (seen.stale() ? " (stale: lease ran out)" : ""));
-      if (auto v = w.checks.delivered(seen))
-        w.fail(std::move(*v));
+      observe(w, slot, msg.pb);
       auto ack =
         actors::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
-      if (w.healed)
-        return ack;
-      auto draw = w.consumer_gen.below(1'000'000);
-      auto& p = w.params;
-      if (draw < p.crash_ppm) {
-        w.event("consumer " + std::to_string(slot) + " dies");
-        w.consumers[slot].alive = false;
-        w.checks.disturbance();
-        self->quit(caf::exit_reason::user_shutdown);
-        return self->make_response_promise<actors::delivery_reply>();
+      switch (react(w, self, slot)) {
+        case reaction::ack:
+          return ack;
+        case reaction::nack:
+          return actors::delivery_reply{nack_verdict(w)};
+        case reaction::die:
+          break;
+        case reaction::hang:
+          w.hung.push_back(
+            self->make_response_promise<actors::delivery_reply>());
+          return w.hung.back();
+        case reaction::dawdle: {
+          auto rp = self->make_response_promise<actors::delivery_reply>();
+          answer_late(w, rp, std::move(ack));
+          return rp;
+        }
       }
-      draw -= p.crash_ppm;
-      if (draw < p.hang_ppm) {
-        w.event("consumer " + std::to_string(slot) + " hangs");
-        auto rp = self->make_response_promise<actors::delivery_reply>();
-        w.hung.push_back(rp);
-        return rp;
+      return self->make_response_promise<actors::delivery_reply>();
+    },
+    // As a batch consumer (params.max_batch > 1): one reaction per batch
+    // for dying, hanging and dawdling; otherwise each delivery gets its own
+    // verdict, and now and then the list stops short, which leaves the
+    // rest to their leases (VERDICT_LATER).
+    [self, wp, slot](actors::delivery_batch_msg& msg)
+      -> caf::result<actors::delivery_batch_reply> {
+      auto& w = *wp;
+      w.event("batch of " + std::to_string(msg.pb.deliveries_size()) +
+              " to consumer " + std::to_string(slot));
+      for (const auto& d : msg.pb.deliveries())
+        observe(w, slot, d);
+      auto how = react(w, self, slot);
+      bool mixed = how == reaction::ack || how == reaction::nack;
+      auto n = msg.pb.deliveries_size();
+      if (mixed && !w.healed && w.consumer_gen.chance(1, 8))
+        n = static_cast<int>(w.consumer_gen.below(static_cast<uint64_t>(n)));
+      actors::delivery_batch_reply reply;
+      for (int i = 0; i < n; ++i) {
+        bool nack = mixed && !w.healed &&
+                    w.consumer_gen.below(1'000'000) < w.params.nack_ppm;
+        *reply.pb.add_replies() =
+          nack ? nack_verdict(w) : verdict(v1::DeliveryReply::VERDICT_ACK);
       }
-      draw -= p.hang_ppm;
-      if (draw < p.nack_ppm) {
-        auto reply = verdict(v1::DeliveryReply::VERDICT_NACK);
-        reply.set_retry_in_ms(w.consumer_gen.between(0, 2'000));
-        return actors::delivery_reply{std::move(reply)};
-      }
-      draw -= p.nack_ppm;
-      if (draw < p.slow_ppm) {
-        // Answers after up to twice the lease, possibly too late.
-        auto delay = w.consumer_gen.between(1, 2 * p.max_lease_ms);
-        auto rp = self->make_response_promise<actors::delivery_reply>();
-        w.sys->spawn(
-          [rp, delay, ack](caf::event_based_actor* helper, int) mutable {
-            helper->delayed_send(helper, std::chrono::milliseconds{delay},
-                                 answer_atom::value);
-            return caf::behavior{[rp, ack, helper](answer_atom) mutable {
-              rp.deliver(ack);
-              helper->quit();
-            }};
-          },
-          0);
-        return rp;
-      }
-      return ack;
+      if (mixed)
+        return reply;
+      auto rp = self->make_response_promise<actors::delivery_batch_reply>();
+      if (how == reaction::hang)
+        w.hung_batches.push_back(rp);
+      else if (how == reaction::dawdle)
+        answer_late(w, rp, std::move(reply));
+      return rp;
     },
   };
 }
@@ -270,18 +337,29 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
 void subscribe(world& w, size_t slot) {
   v1::SubscribeRequest sub;
   sub.set_topic(w.consumers[slot].topic);
-  auto handle = caf::actor_cast<consumer_actor>(w.consumers[slot].handle);
   auto engine = w.engine;
-  w.sys->spawn(
-    [engine, sub, handle](caf::event_based_actor* self, int) {
-      self
-        ->request(engine, caf::infinite, actors::subscribe_request{sub}, handle)
-        .then([self](actors::empty_reply&) { self->quit(); },
-              [self](caf::error&) { self->quit(); });
-      // Stays until the answer comes (an empty behavior would quit at once).
-      return caf::behavior{[](answer_atom) {}};
-    },
-    0);
+  auto send = [&w, engine](auto handle, v1::SubscribeRequest sub) {
+    w.sys->spawn(
+      [engine, sub, handle](caf::event_based_actor* self, int) {
+        self
+          ->request(engine, caf::infinite, actors::subscribe_request{sub},
+                    handle)
+          .then([self](actors::empty_reply&) { self->quit(); },
+                [self](caf::error&) { self->quit(); });
+        // Stays until the answer comes (an empty behavior would quit at
+        // once).
+        return caf::behavior{[](answer_atom) {}};
+      },
+      0);
+  };
+  if (w.params.max_batch > 1) {
+    sub.set_max_batch(w.params.max_batch);
+    send(caf::actor_cast<batch_consumer_actor>(w.consumers[slot].handle),
+         std::move(sub));
+  } else {
+    send(caf::actor_cast<consumer_actor>(w.consumers[slot].handle),
+         std::move(sub));
+  }
 }
 
 void spawn_consumer(world& w, size_t slot) {
@@ -434,6 +512,17 @@ struct schedule_plan {
   task_expectation what;
 };
 
+/// With batch consumers, absolute due times fall on a 5 s grid, so that
+/// tasks come due together and go out in batches (without, tasks are
+/// spread so thin that a batch seldom forms). Draws nothing.
+int64_t due_on_grid(const world& w, int64_t due_ms) {
+  if (w.params.max_batch <= 1)
+    return due_ms;
+  constexpr int64_t grid_ms = 5'000;
+  auto rest = due_ms % grid_ms;
+  return rest == 0 ? due_ms : due_ms + (grid_ms - rest);
+}
+
 schedule_plan plan_schedule(world& w) {
   auto& g = w.work_gen;
   schedule_plan out;
@@ -453,7 +542,7 @@ schedule_plan plan_schedule(world& w) {
   switch (g.below(6)) {
     case 0:
     case 1:
-      when->set_at_ms(w.true_ms() + g.between(-2'000, 60'000));
+      when->set_at_ms(due_on_grid(w, w.true_ms() + g.between(-2'000, 60'000)));
       break;
     case 2:
       when->set_in_ms(g.between(0, 30'000));
@@ -555,7 +644,7 @@ void send_revoke(world& w) {
 
 void send_reschedule(world& w) {
   auto id = pick_id(w);
-  auto due = w.true_ms() + w.work_gen.between(0, 30'000);
+  auto due = due_on_grid(w, w.true_ms() + w.work_gen.between(0, 30'000));
   w.checks.reschedule_sent(id, due);
   w.event("reschedule " + std::to_string(id) + " to " +
           std::to_string(due - t0_ms));
@@ -803,6 +892,8 @@ sim_params sim_params::draw(prng& gen) {
   // Drawn after slow_step_ms, for the same reason.
   static constexpr size_t bounds[] = {0, 1, 3, 16, size_t{1} << 16};
   p.max_deferred_index = bounds[gen.pick(std::size(bounds))];
+  // Drawn after max_deferred_index, for the same reason.
+  p.max_batch = static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(2, 8));
   return p;
 }
 
@@ -824,6 +915,10 @@ std::string sim_params::describe() const {
       << " damage_ppm=" << damage_ppm << " slow_step_ppm=" << slow_step_ppm
       << " slow_step_ms=" << slow_step_ms
       << " max_deferred_index=" << max_deferred_index;
+  // Only when set: a seed without batch consumers keeps the event log (and
+  // hash) it had before they were drawn.
+  if (max_batch > 0)
+    out << " max_batch=" << max_batch;
   return out.str();
 }
 
@@ -988,6 +1083,7 @@ sim_result run_simulation(const sim_options& opts) {
     out.last_events.assign(w.log.last().begin(), w.log.last().end());
     // Shut everything down before the system goes.
     w.hung.clear();
+    w.hung_batches.clear();
     for (auto& c : w.consumers)
       if (c.handle)
         caf::anon_send_exit(c.handle, caf::exit_reason::user_shutdown);

@@ -58,6 +58,9 @@ struct sim_params {
   /// (storage::store_options::max_deferred_index): 0 defers nothing, small
   /// bounds write entries a commit or two after their task.
   size_t max_deferred_index = 0;
+  /// Deliveries per message: above 1, the consumers subscribe as batch
+  /// consumers (dally::batch_consumer_actor) with this `max_batch`.
+  uint32_t max_batch = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
