@@ -229,13 +229,17 @@ private:
 /// build exited 1 once in a fresh-clone CI run and once in 150 local
 /// shutdowns. Under AddressSanitizer the broker is marked as not leaked,
 /// and with it all it reaches; the report still covers the rest.
-void ignore_broker_cycle(caf::actor_system& sys) {
+void ignore_broker_cycle(const caf::actor& basp) {
 #if defined(__SANITIZE_ADDRESS__)
-  auto basp = sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
   __lsan_ignore_object(caf::actor_cast<caf::actor_control_block*>(basp));
 #else
-  static_cast<void>(sys);
+  static_cast<void>(basp);
 #endif
+}
+
+/// The middleman's BASP broker (spawned by the first call).
+caf::actor basp_broker_of(caf::actor_system& sys) {
+  return sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
 }
 
 } // namespace
@@ -256,8 +260,8 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
   if (opts.max_connections == 0)
     return caf::make_error(caf::sec::invalid_argument,
                            "max_connections must be at least 1");
-  ignore_broker_cycle(sys);
-  auto basp = sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
+  auto basp = basp_broker_of(sys);
+  ignore_broker_cycle(basp);
   auto mm = sys.spawn<capped_middleman, caf::hidden>(
     std::move(basp), std::make_shared<listener_state>(std::move(opts)));
   caf::detail::type_list<engine_actor> tk;
@@ -272,7 +276,7 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
 
 caf::expected<engine_actor>
 connect_engine(caf::actor_system& sys, const std::string& host, uint16_t port) {
-  ignore_broker_cycle(sys);
+  ignore_broker_cycle(basp_broker_of(sys));
   return sys.middleman().remote_actor<engine_actor>(host, port);
 }
 

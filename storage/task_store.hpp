@@ -70,10 +70,9 @@ public:
 
   /// An error while a failed write or sync leaves the store unwritable
   /// (until a commit resumes it, or it is reopened). Its owner should then
-  /// reopen it rather than write on: RocksDB's WAL
-  /// writer keeps the error of a failed append, and 7.8 aborts the process
-  /// if it is resumed and the next append fails too (see
-  /// docs/simulation.md).
+  /// reopen it rather than write on: RocksDB's WAL writer keeps the error
+  /// of a failed append, and 7.8 aborts the process if it is resumed and
+  /// the next append fails too (see docs/simulation.md).
   virtual core::error write_failure() const = 0;
 
   /// Hands out the next task id of this shard (id % shard_count == shard).
