@@ -21,4 +21,8 @@ void add_message_types(caf::actor_system_config& cfg) {
     });
 }
 
+void rest_idle_workers(caf::actor_system_config& cfg) {
+  cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+}
+
 } // namespace dally::actors

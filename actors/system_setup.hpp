@@ -9,4 +9,20 @@ namespace dally::actors {
 /// actor_system; a type missing here compiles and then fails at run time.
 void add_message_types(caf::actor_system_config& cfg);
 
+/// Lets CAF's idle scheduler workers block on their condition variable
+/// right after their short spin. By default an idle worker first polls
+/// 500 times with a 50 µs sleep in between: 25 ms in theory, a tenth of a
+/// second and more on a virtual machine where every sleep overshoots, and
+/// each sleep is a syscall and two context switches. A delay engine hands
+/// its workers a little work every millisecond or so, so they never got
+/// past that polling: a third of a core at 60 tasks a second, a sixth of
+/// the CPU per task at 70k (docs/benchmarks.md). Work from outside the
+/// scheduler (timers, the network) wakes a resting worker at once. A
+/// message one actor sends another goes to the sending worker's own queue,
+/// which wakes nobody: it waits until that worker is free or another one
+/// steals it while spinning or at its relaxed poll (every 10 ms). Call it
+/// before creating the actor_system: a value set afterwards, on the
+/// command line or in a config file, wins.
+void rest_idle_workers(caf::actor_system_config& cfg);
+
 } // namespace dally::actors

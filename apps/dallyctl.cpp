@@ -1146,6 +1146,7 @@ int run(int argc, char** argv) {
   caf::actor_system_config cfg;
   actors::add_message_types(cfg);
   actors::enable_network(cfg);
+  actors::rest_idle_workers(cfg);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;

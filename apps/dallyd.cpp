@@ -232,7 +232,9 @@ void print_help(const dallyd_config& cfg) {
        "  port=7400\n"
        "read from ./caf-application.ini when it exists, or from\n"
        "--config-file=FILE. Command-line flags override the file. CAF's own\n"
-       "settings (scheduler, middleman) are listed by --long-help.\n"
+       "settings (scheduler, middleman) are listed by --long-help. Idle\n"
+       "scheduler workers block instead of polling with short sleeps\n"
+       "(work-stealing.moderate-poll-attempts=0; CAF's default is 500).\n"
        "\n"
        "Exit codes: 0 clean shutdown, 1 could not start (store locked by\n"
        "another dallyd, address in use, I/O error), 2 bad usage.\n"
@@ -488,6 +490,7 @@ int run(int argc, char** argv) {
   dallyd_config cfg;
   actors::add_message_types(cfg);
   actors::enable_network(cfg);
+  actors::rest_idle_workers(cfg);
   std::vector<std::string> args{argv + 1, argv + argc};
   for (const auto& arg : args) {
     if (arg == "-h" || arg == "--help" || arg == "-?") {

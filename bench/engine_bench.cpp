@@ -20,6 +20,8 @@
 //   --only throughput,lateness,rss   sections to run (default: all)
 //   --runs N          throughput runs per cell, lateness periods (3)
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
+//   --caf-busy-polling: CAF's own idle polling (500 sleeps of 50 µs before
+//     a worker blocks) instead of actors::rest_idle_workers, as dallyd
 //   --write-buffer BYTES (0: the engine's default memtable size)
 //   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
@@ -129,6 +131,8 @@ struct settings {
   /// CAF scheduler.max-throughput (messages per actor per turn); 0: CAF's
   /// default (unbounded).
   uint32_t caf_max_throughput = 0;
+  /// CAF's default idle polling instead of actors::rest_idle_workers.
+  bool caf_busy_polling = false;
   // Throughput.
   uint64_t tasks = 100'000;
   uint32_t producers = 2;
@@ -296,16 +300,20 @@ std::string child_args(const settings& s) {
       << " --rss-write-buffer " << s.rss_write_buffer_bytes
       << " --write-buffer " << s.write_buffer_bytes << " --fire-lead-ms "
       << s.fire_lead_ms << " --caf-threads " << s.caf_threads;
+  if (s.caf_busy_polling)
+    out << " --caf-busy-polling";
   return out.str();
 }
 
-/// An actor_system config with Dally's types, optionally the network, and
-/// --caf-threads.
+/// An actor_system config with Dally's types, optionally the network,
+/// resting idle workers (as dallyd) and --caf-threads.
 struct caf_config : caf::actor_system_config {
   caf_config(const settings& s, bool network) {
     actors::add_message_types(*this);
     if (network)
       actors::enable_network(*this);
+    if (!s.caf_busy_polling)
+      actors::rest_idle_workers(*this);
     if (s.caf_threads > 0)
       set("scheduler.max-threads", static_cast<size_t>(s.caf_threads));
     if (s.caf_max_throughput > 0)
@@ -1694,6 +1702,8 @@ settings parse(int argc, char** argv) {
       }
     } else if (arg == "--caf-max-throughput")
       s.caf_max_throughput = static_cast<uint32_t>(std::stoul(next()));
+    else if (arg == "--caf-busy-polling")
+      s.caf_busy_polling = true;
     else if (arg == "--caf-threads")
       s.caf_threads = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--runs")

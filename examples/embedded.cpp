@@ -50,6 +50,9 @@ consumer_actor::behavior_type printer(consumer_actor::pointer self,
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
   actors::add_message_types(cfg);
+  // Idle CAF workers block instead of polling with short sleeps, which a
+  // timer engine would otherwise keep them doing for good.
+  actors::rest_idle_workers(cfg);
   caf::actor_system sys{cfg};
   actors::engine_config ecfg;
   ecfg.data_dir = argc > 1 ? argv[1] : "dally-embedded-data";

@@ -80,20 +80,24 @@ acking_consumer(batch_consumer_actor::pointer, receipts* seen) {
 }
 
 struct config : caf::actor_system_config {
-  config() {
+  explicit config(bool rest) {
     actors::add_message_types(*this);
+    if (rest)
+      actors::rest_idle_workers(*this);
     set("scheduler.max-threads", 2);
   }
 };
 
 /// Schedules `total` tasks in requests of 100, each due 0 to 500 ms after
 /// it is sent, while a consumer acks what fires; every task must come
-/// within a minute, none early.
-void run_stream(storage::durability level, const char* dir_name) {
+/// within a minute, none early. With `rest`, idle workers block as in
+/// dallyd instead of polling.
+void run_stream(storage::durability level, const char* dir_name,
+                bool rest = false) {
   auto dir = std::filesystem::temp_directory_path() /
              (std::string{dir_name} + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  config cfg;
+  config cfg{rest};
   caf::actor_system sys{cfg};
   actors::engine_config ecfg;
   ecfg.data_dir = dir.string();
@@ -150,4 +154,11 @@ BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_sync_durability) {
 
 BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_periodic_durability) {
   run_stream(storage::durability::periodic, "dally-real-periodic");
+}
+
+// dallyd's scheduler: a job one busy worker hands another actor is not
+// announced to the resting workers, so this would stall if it were never
+// taken.
+BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_resting_workers) {
+  run_stream(storage::durability::sync, "dally-real-rest", true);
 }
