@@ -286,7 +286,7 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
         case reaction::nack:
           return actors::delivery_reply{nack_verdict(w)};
         case reaction::die:
-          break;
+          break; // Its promise below goes unanswered, as a dead actor's.
         case reaction::hang:
           w.hung.push_back(
             self->make_response_promise<actors::delivery_reply>());
