@@ -142,7 +142,7 @@ result<recurrence> recurrence::cron(int64_t now_ms, std::string_view expression,
     return expr.err();
   recurrence rec;
   rec.kind_ = recurrence_kind::cron;
-  rec.cron_ = std::move(*expr);
+  rec.cron_.expr = std::make_shared<const cron_expression>(std::move(*expr));
   if (auto err = apply_bounds(rec, now_ms, 0, bounds, limits))
     return err;
   return rec;
@@ -280,7 +280,8 @@ result<recurrence> recurrence::restore(const recurrence_fields& fields) {
       auto expr = cron_expression::parse(fields.cron, fields.zone);
       if (!expr)
         return expr.err();
-      rec.cron_ = std::move(*expr);
+      rec.cron_.expr =
+        std::make_shared<const cron_expression>(std::move(*expr));
       break;
     }
     default:
@@ -360,7 +361,7 @@ recurrence::next_after_completion(int64_t due_ms, int64_t completed_ms,
 std::optional<int64_t> recurrence::next_point(int64_t after_ms) const {
   if (kind_ == recurrence_kind::cron) {
     // At or after start: strictly after start - 1 (start >= 0).
-    return cron_->next_after(std::max(after_ms, start_ms_ - 1));
+    return cron_.expr->next_after(std::max(after_ms, start_ms_ - 1));
   }
   if (after_ms < start_ms_)
     return start_ms_;

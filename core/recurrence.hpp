@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -209,9 +210,7 @@ public:
   bool cyclic() const noexcept { return cyclic_; }
 
   /// cron: the parsed expression (text and zone name), else nullptr.
-  const cron_expression* cron_expr() const noexcept {
-    return cron_ ? &*cron_ : nullptr;
-  }
+  const cron_expression* cron_expr() const noexcept { return cron_.expr.get(); }
 
   friend bool operator==(const recurrence&, const recurrence&) = default;
 
@@ -251,7 +250,16 @@ private:
   /// of intervals_ms_); derived, not persisted.
   std::vector<int64_t> offsets_ms_;
   bool cyclic_ = false;
-  std::optional<cron_expression> cron_;
+  /// Shared and immutable: the copies a shard makes of a task (staging, its
+  /// record cache) share one parsed expression, and a recurrence stays
+  /// small for the tasks without one. Compared by value.
+  struct shared_cron {
+    std::shared_ptr<const cron_expression> expr;
+    friend bool operator==(const shared_cron& x, const shared_cron& y) {
+      return x.expr == y.expr || (x.expr && y.expr && *x.expr == *y.expr);
+    }
+  };
+  shared_cron cron_;
 };
 
 } // namespace dally::core

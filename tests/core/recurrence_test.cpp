@@ -588,6 +588,24 @@ BOOST_AUTO_TEST_CASE(restore_rebuilds_every_kind_exactly) {
   check_round_trip(ok(recurrence::cron(t0, "*/10 * * * * *")));
 }
 
+BOOST_AUTO_TEST_CASE(cron_recurrences_compare_by_value) {
+  // Parsed twice: two expressions, equal by value; a copy shares the
+  // parsed expression instead of copying its tables.
+  auto x = ok(recurrence::cron(t0, "0 30 2 * * 1-5", "America/New_York"));
+  auto y = ok(recurrence::cron(t0, "0 30 2 * * 1-5", "America/New_York"));
+  BOOST_TEST(x.cron_expr() != y.cron_expr());
+  BOOST_TEST((x == y));
+  auto copy = x;
+  BOOST_TEST(copy.cron_expr() == x.cron_expr());
+  BOOST_TEST((copy == x));
+  BOOST_TEST(
+    (x != ok(recurrence::cron(t0, "0 30 3 * * 1-5", "America/New_York"))));
+  BOOST_TEST(
+    (x != ok(recurrence::cron(t0, "0 30 2 * * 1-5", "Europe/Berlin"))));
+  BOOST_TEST((x != ok(recurrence::at(t0))));
+  BOOST_TEST((ok(recurrence::at(t0)) == ok(recurrence::at(t0))));
+}
+
 BOOST_AUTO_TEST_CASE(restore_ignores_now_and_limits) {
   // Exhausted by now and with a period above today's maximum delay: the
   // factories refuse both, a stored value still loads.
