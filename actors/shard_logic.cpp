@@ -9,6 +9,10 @@
 #include <utility>
 #include <variant>
 
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
+#include <absl/container/node_hash_map.h>
+
 #include "core/quad_heap.hpp"
 #include "core/time_range.hpp"
 #include "storage/record_codec.hpp"
@@ -908,6 +912,7 @@ struct shard_logic::impl {
           forget(id);
       }
     }
+    shrink_cache();
   }
 
   /// Tracks the committed batch's first deliveries that went out without
@@ -933,8 +938,11 @@ struct shard_logic::impl {
     }
   }
 
-  /// A map node and its bucket, about.
-  static constexpr size_t cache_entry_overhead = 48;
+  /// The flat table holds records in its slots and grows by doubling at
+  /// 7/8 full, so on average a used slot comes with about half a free one,
+  /// plus its control byte.
+  static constexpr size_t cache_entry_overhead =
+    sizeof(std::pair<const core::task_id, task_record>) / 2 + 16;
   /// A parsed cron expression's tables and strings, about.
   static constexpr size_t cron_overhead = sizeof(core::cron_expression) + 64;
 
@@ -966,6 +974,16 @@ struct shard_logic::impl {
       cached_bytes_ -= footprint(it->second);
       cached_.erase(it);
     }
+  }
+
+  /// A flat table keeps its size after erases: once it is mostly empty (a
+  /// burst has passed), it is rebuilt to fit, so an idle shard gives the
+  /// memory back.
+  void shrink_cache() {
+    constexpr size_t min_capacity = 1024;
+    if (cached_.capacity() > min_capacity &&
+        cached_.size() < cached_.capacity() / 8)
+      cached_.rehash(0);
   }
 
   /// Builds the deliveries of the batch's committed fires, each with a
@@ -1071,13 +1089,14 @@ struct shard_logic::impl {
 
   /// The batch and its overlay.
   storage::write_batch batch_;
-  std::unordered_map<core::task_id, staged_entry> overlay_;
+  /// Node-based: slots keep pointers to their entries across inserts.
+  absl::node_hash_map<core::task_id, staged_entry> overlay_;
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
-  std::unordered_set<core::task_id> fired_ids_;
+  absl::flat_hash_set<core::task_id> fired_ids_;
   /// The holds of committed deliveries, by task, until a newer write of
   /// the task commits (see take_back).
-  std::unordered_map<core::task_id, std::shared_ptr<delivery_hold>> holds_;
+  absl::flat_hash_map<core::task_id, std::shared_ptr<delivery_hold>> holds_;
   /// When `fire` last looked ahead.
   int64_t looked_ahead_ms_ = core::min_time_ms;
   /// Store-held entries taken from the window or the backlog and acted
@@ -1089,7 +1108,7 @@ struct shard_logic::impl {
   /// Committed records of in-flight tasks and of tasks due soon (see
   /// record_cache_bytes); every commit updates or drops the entries of the
   /// tasks it wrote.
-  std::unordered_map<core::task_id, task_record> cached_;
+  absl::flat_hash_map<core::task_id, task_record> cached_;
   size_t cached_bytes_ = 0;
   /// Leases popped in this batch: a rollback hands them back.
   std::vector<core::timer_entry> leases_consumed_;
@@ -1107,8 +1126,8 @@ struct shard_logic::impl {
   /// Topics known to have a consumer, or with parked entries.
   std::unordered_map<std::string, topic_state> topics_;
   /// The topic of each task in flight (its count is in topic_state).
-  std::unordered_map<core::task_id, topic_state*> in_flight_topics_;
-  std::unordered_map<core::task_id, std::pair<topic_state*, uint64_t>>
+  absl::flat_hash_map<core::task_id, topic_state*> in_flight_topics_;
+  absl::flat_hash_map<core::task_id, std::pair<topic_state*, uint64_t>>
     parked_index_;
   /// Parking sequence -> task, oldest first, across topics.
   std::map<uint64_t, core::task_id> parked_order_;
@@ -1127,7 +1146,7 @@ struct shard_logic::impl {
     uint32_t attempt = 0;
     int64_t lease_deadline_ms = 0;
   };
-  std::unordered_map<core::task_id, fire_mark> unwritten_fires_;
+  absl::flat_hash_map<core::task_id, fire_mark> unwritten_fires_;
   /// The fire horizon of the last commit: tasks indexed up to it may fire
   /// without a write.
   int64_t durable_horizon_ms_ = 0;
@@ -1148,7 +1167,7 @@ struct shard_logic::impl {
   std::vector<core::timer_entry> leases_scratch_;
   std::vector<core::task_id> read_ids_;
   std::vector<task_record> fetched_;
-  std::unordered_map<core::task_id, size_t> fetched_at_;
+  absl::flat_hash_map<core::task_id, size_t> fetched_at_;
 };
 
 // -- construction -------------------------------------------------------------
@@ -1524,6 +1543,14 @@ bool shard_logic::dirty() const noexcept {
 
 shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
   return impl_->commit(now_ms);
+}
+
+size_t shard_logic::cached_records() const noexcept {
+  return impl_->cached_.size();
+}
+
+size_t shard_logic::record_cache_slots() const noexcept {
+  return impl_->cached_.capacity();
 }
 
 size_t shard_logic::held_size() const noexcept {

@@ -279,6 +279,11 @@ public:
   /// Committed deliveries whose hold is neither released nor cancelled.
   size_t held_size() const noexcept;
 
+  /// Records in the record cache, and the slots of its table: the table
+  /// grows with a burst and is rebuilt smaller once the burst is done.
+  size_t cached_records() const noexcept;
+  size_t record_cache_slots() const noexcept;
+
   const shard_options& options() const noexcept;
 
 private:

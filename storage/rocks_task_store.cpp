@@ -14,6 +14,8 @@
 #include <utility>
 #include <variant>
 
+#include <absl/container/flat_hash_map.h>
+#include <absl/container/flat_hash_set.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -238,7 +240,7 @@ struct rocks_task_store::impl {
   /// Tasks whose due-index entry commits deferred, with their index time;
   /// `deferred_order` lists them in commit order, which is id order (ids
   /// no longer deferred are skipped when met).
-  std::unordered_map<core::task_id, int64_t> deferred;
+  absl::flat_hash_map<core::task_id, int64_t> deferred;
   std::deque<core::task_id> deferred_order;
   /// Only an id above this one may be deferred, keeping the order sorted.
   core::task_id last_deferred = 0;
@@ -250,10 +252,10 @@ struct rocks_task_store::impl {
   /// only once its write succeeded.
   struct deferred_changes {
     /// Deferred by this batch, and in which order.
-    std::unordered_map<core::task_id, int64_t> added;
+    absl::flat_hash_map<core::task_id, int64_t> added;
     std::vector<core::task_id> added_order;
     /// Entries of `deferred` this batch writes or drops.
-    std::unordered_set<core::task_id> settled;
+    absl::flat_hash_set<core::task_id> settled;
 
     void clear() {
       added.clear();

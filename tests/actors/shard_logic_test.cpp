@@ -1404,6 +1404,29 @@ BOOST_FIXTURE_TEST_CASE(a_saturated_topic_keeps_its_records_cached, fixture) {
   BOOST_TEST(store->reads == reads_before);
 }
 
+BOOST_FIXTURE_TEST_CASE(the_record_cache_serves_a_burst_then_shrinks, fixture) {
+  constexpr int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    auto res = logic->schedule(now, make(t0 + 100 + i % 50));
+    BOOST_REQUIRE(res);
+  }
+  BOOST_REQUIRE(commit().empty());
+  BOOST_TEST(logic->cached_records() == size_t{n});
+  BOOST_TEST(logic->record_cache_slots() >= size_t{n});
+  auto reads_before = store->reads;
+  auto got = fire_all(t0 + 200);
+  BOOST_REQUIRE_EQUAL(got.size(), size_t{n});
+  BOOST_TEST(logic->cached_records() == size_t{n}, "in flight: cached");
+  for (const auto& d : got) {
+    auto err = logic->ack(now, ref_of(d));
+    BOOST_REQUIRE_MESSAGE(!err, "ack failed: " << err);
+  }
+  BOOST_REQUIRE(commit().empty());
+  BOOST_TEST(store->reads == reads_before, "fires and acks read nothing");
+  BOOST_TEST(logic->cached_records() == 0u);
+  BOOST_TEST(logic->record_cache_slots() <= 1024u, "the table shrank");
+}
+
 BOOST_FIXTURE_TEST_CASE(a_topic_at_its_cap_waits_for_answers, fixture) {
   auto next = opts;
   next.max_unanswered_per_topic = 4;
