@@ -76,7 +76,7 @@ struct shard_options {
   /// (firing them reads nothing). Counted as each record's size plus its
   /// strings; a record that does not fit is read from the store when
   /// needed. 0: no cache.
-  size_t record_cache_bytes = 8 << 20;
+  size_t record_cache_bytes = 32 << 20;
 
   /// See record_cache_bytes.
   int64_t hot_horizon_ms = 5'000;

@@ -83,6 +83,7 @@ public:
   size_t max_unanswered_per_topic = 10'000;
   size_t write_buffer_mb = 16;
   size_t block_cache_mb = 32;
+  size_t record_cache_mb = 32;
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
@@ -149,6 +150,9 @@ public:
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(block_cache_mb, "block-cache-mb",
            "RocksDB block cache per shard in MiB (default 32)")
+      .add(record_cache_mb, "record-cache-mb",
+           "records of in-flight and soon-due tasks kept in memory per "
+           "shard, in MiB; 0: none (default 32)")
       .add(max_message_bytes, "max-message-bytes",
            "largest message a client may send; a connection whose next "
            "message claims more is dropped (default 67108864)")
@@ -339,6 +343,9 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.block_cache_mb < 1 || cfg.block_cache_mb > 1 << 20)
     return "--block-cache-mb must be in [1, 1048576]";
   out.block_cache_bytes = cfg.block_cache_mb << 20;
+  if (cfg.record_cache_mb > 1 << 20)
+    return "--record-cache-mb must be in [0, 1048576]";
+  out.shard.record_cache_bytes = cfg.record_cache_mb << 20;
   // A schedule request with one largest payload must always fit.
   if (cfg.max_message_bytes < cfg.max_payload_bytes + 65536 ||
       cfg.max_message_bytes > UINT32_MAX)
