@@ -237,6 +237,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   BOOST_CHECK_EQUAL(dhelp.code, 0);
   BOOST_CHECK(contains(dhelp.out, "--data-dir"));
   BOOST_CHECK(contains(dhelp.out, "caf-application.ini"));
+  BOOST_CHECK(contains(dhelp.out, "--record-cache-mb"));
   for (auto args : std::vector<std::vector<std::string>>{
          {"--bogus"},
          {"--durability=maybe"},
@@ -247,6 +248,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--default-max-batch", "1025"},
          {"--max-message-bytes", "100000"},
          {"--max-message-bytes", "4294967296"},
+         {"--record-cache-mb", "1048577"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
     auto r = dallyd(args);
