@@ -117,6 +117,11 @@ struct engine_config {
   /// while the task is in memory (storage::store_options); 0: none.
   size_t max_deferred_index = size_t{1} << 16;
 
+  /// RocksDB's flushes and compactions at the lowest CPU priority (see
+  /// storage::store_options::background_at_low_priority: it applies to
+  /// every RocksDB database in the process).
+  bool rocksdb_background_at_low_priority = true;
+
   shard_options shard;
 
   /// Notifier actors delivering fired tasks; topics are spread over them.

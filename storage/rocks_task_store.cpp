@@ -800,6 +800,15 @@ rocks_task_store::open(const store_options& opts) {
         opts.file_system ? *opts.file_system : *rocksdb::FileSystem::Default(),
         opts.path))
     return err;
+  if (opts.background_at_low_priority) {
+    // Each pool's threads lower themselves as they take their next job.
+    auto* env =
+      db_options.env != nullptr ? db_options.env : rocksdb::Env::Default();
+    for (auto pool :
+         {rocksdb::Env::Priority::LOW, rocksdb::Env::Priority::HIGH})
+      env->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
+        .PermitUncheckedError();
+  }
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(opts.block_cache_bytes);
   // Index and filter blocks live in the bounded block cache, so memory

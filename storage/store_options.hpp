@@ -55,6 +55,14 @@ struct store_options {
   /// index again (a range scan of their records). 0: nothing is deferred.
   size_t max_deferred_index = 1 << 16;
 
+  /// Runs RocksDB's flushes and compactions at the lowest CPU priority
+  /// (nice 19), so that under load they take the cores' idle time instead
+  /// of delaying the shards' firing (measured in docs/benchmarks.md).
+  /// RocksDB's thread pools belong to its default environment, so this
+  /// applies to every RocksDB database in the process, and a later store
+  /// that leaves it off does not undo it.
+  bool background_at_low_priority = true;
+
   /// Replaces RocksDB's file system (tests inject faults through it).
   std::shared_ptr<rocksdb::FileSystem> file_system;
 };

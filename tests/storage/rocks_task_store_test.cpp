@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -688,6 +690,59 @@ BOOST_AUTO_TEST_CASE(sync_and_none_durability_count_their_fsyncs) {
   BOOST_TEST(unsynced->stats().syncs == base);
   BOOST_TEST(!unsynced->sync()); // asked for explicitly
   BOOST_TEST(unsynced->stats().syncs == base + 1);
+}
+
+/// The nice values of this process's threads named `name`.
+std::vector<int> nice_of_threads(const std::string& name) {
+  std::vector<int> out;
+  for (const auto& entry :
+       std::filesystem::directory_iterator{"/proc/self/task"}) {
+    std::ifstream comm{entry.path() / "comm"};
+    std::string got;
+    std::getline(comm, got);
+    if (got != name)
+      continue;
+    std::ifstream stat{entry.path() / "stat"};
+    std::string line;
+    std::getline(stat, line);
+    // After "pid (comm) ": state is field 3, nice field 19.
+    std::istringstream rest{line.substr(line.rfind(')') + 2)};
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i)
+      if (i == 19)
+        out.push_back(std::stoi(field));
+  }
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(flushes_run_at_the_lowest_cpu_priority) {
+  temp_dir dir;
+  auto opts = options_for(dir, 0, 1, durability::none);
+  opts.background_at_low_priority = true;
+  auto store = open_ok(opts);
+  // 1 MiB memtables: a few MiB of records make RocksDB flush.
+  auto low = [] {
+    auto nices = nice_of_threads("rocksdb:high");
+    return std::find(nices.begin(), nices.end(), 19) != nices.end();
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{20};
+  int64_t written = 0;
+  while (!low() && std::chrono::steady_clock::now() < deadline) {
+    if (written < 64 << 20) {
+      write_batch batch;
+      for (int i = 0; i < 64; ++i) {
+        auto rec = make_task(store->allocate_id(), t0 + 3'600'000);
+        rec.task.payload.assign(4096, 'x');
+        batch.put(std::move(rec));
+      }
+      commit_ok(*store, batch);
+      written += 64 * 4096;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    }
+  }
+  BOOST_TEST(low(), "no flush thread runs at nice 19 after "
+                      << (written >> 20) << " MiB were written");
 }
 
 // -- locking
