@@ -181,8 +181,13 @@ struct shard_logic::impl {
     bool saturated = false;
     /// Entries dropped from memory since the last reload (still due).
     uint64_t dropped = 0;
-    /// Parked index entries by parking sequence, oldest first.
-    std::map<uint64_t, due_key> parked;
+    /// Parked index entries, earliest due first, with their parking
+    /// sequence.
+    std::map<due_key, uint64_t> parked;
+    /// The fire pass of the last release (at most one per pass), and
+    /// whether a release waits for the next pass.
+    uint64_t released_in_pass = std::numeric_limits<uint64_t>::max();
+    bool release_deferred = false;
   };
 
   impl(storage::task_store& store, shard_options opts)
@@ -379,11 +384,10 @@ struct shard_logic::impl {
     auto& ts = *it->second;
     in_flight_topics_.erase(it);
     --ts.in_flight;
-    if (ts.saturated && ts.in_flight <= opts_.max_unanswered_per_topic / 2) {
+    if (ts.saturated && ts.in_flight <= opts_.max_unanswered_per_topic / 2)
       ts.saturated = false;
-      if (ts.available)
-        release_parked(ts);
-    }
+    if (!ts.saturated && ts.available)
+      release_parked(ts);
   }
 
   void update_waiting(const topic_state& ts) {
@@ -398,9 +402,11 @@ struct shard_logic::impl {
     auto it = parked_index_.find(id);
     if (it == parked_index_.end())
       return;
-    auto [ts, seq] = it->second;
-    ts->parked.erase(seq);
-    parked_order_.erase(seq);
+    auto [ts, key] = it->second;
+    if (auto p = ts->parked.find(key); p != ts->parked.end()) {
+      parked_order_.erase(p->second);
+      ts->parked.erase(p);
+    }
     parked_index_.erase(it);
     update_waiting(*ts);
   }
@@ -409,9 +415,9 @@ struct shard_logic::impl {
     unpark(key.id);
     auto& ts = topic(topic_name);
     auto seq = next_park_seq_++;
-    ts.parked.emplace(seq, key);
+    ts.parked.emplace(key, seq);
     parked_order_.emplace(seq, key.id);
-    parked_index_.emplace(key.id, std::make_pair(&ts, seq));
+    parked_index_.emplace(key.id, std::make_pair(&ts, key));
     update_waiting(ts);
     // Beyond the bound, the oldest entries stay on disk only; a reload
     // finds them once their topic has a consumer again.
@@ -419,7 +425,7 @@ struct shard_logic::impl {
       auto oldest = parked_order_.begin();
       auto idx = parked_index_.find(oldest->second);
       auto* owner = idx->second.first;
-      owner->parked.erase(oldest->first);
+      owner->parked.erase(idx->second.second);
       ++owner->dropped;
       parked_index_.erase(idx);
       parked_order_.erase(oldest);
@@ -444,9 +450,35 @@ struct shard_logic::impl {
       release_parked(ts);
   }
 
-  /// Puts the parked entries of an open topic back into the window.
+  /// Puts parked entries of an open topic back into the window, earliest
+  /// due first: as many as its cap on unanswered deliveries leaves room
+  /// for, once per fire pass. Releasing more would only park them again
+  /// after reading their records, each time half the cap is answered: a
+  /// shard behind on a busy topic did that for every parked task, fell
+  /// further behind and never caught up.
   void release_parked(topic_state& ts) {
-    for (const auto& [seq, key] : ts.parked) {
+    if (ts.parked.empty() && ts.dropped == 0)
+      return;
+    if (ts.released_in_pass == fire_passes_) {
+      // What this pass released has not fired yet; the next pass, which
+      // those entries bring on, looks again.
+      if (!ts.release_deferred) {
+        ts.release_deferred = true;
+        deferred_releases_.push_back(ts.name);
+      }
+      return;
+    }
+    auto cap = opts_.max_unanswered_per_topic;
+    auto room = ts.parked.size();
+    if (cap > 0)
+      room =
+        std::min<uint64_t>(room, cap > ts.in_flight ? cap - ts.in_flight : 0);
+    if (room == 0 && !ts.parked.empty())
+      return;
+    ts.released_in_pass = fire_passes_;
+    auto it = ts.parked.begin();
+    for (; room > 0; --room, ++it) {
+      const auto& [key, seq] = *it;
       parked_order_.erase(seq);
       parked_index_.erase(key.id);
       // The window may hold a newer entry of the task (its record changed
@@ -454,8 +486,8 @@ struct shard_logic::impl {
       if (!window_->contains(key.id))
         window_->on_put(key);
     }
-    ts.parked.clear();
-    if (ts.dropped > 0) {
+    ts.parked.erase(ts.parked.begin(), it);
+    if (ts.parked.empty() && ts.dropped > 0) {
       reload_pending_ = true;
       ts.dropped = 0;
     }
@@ -531,6 +563,17 @@ struct shard_logic::impl {
   // -- firing -----------------------------------------------------------------
 
   core::error fire(int64_t now_ms) {
+    ++fire_passes_;
+    if (!deferred_releases_.empty()) {
+      auto names = std::move(deferred_releases_);
+      deferred_releases_.clear();
+      for (const auto& name : names)
+        if (auto t = topics_.find(name); t != topics_.end()) {
+          t->second.release_deferred = false;
+          if (t->second.available && !t->second.saturated)
+            release_parked(t->second);
+        }
+    }
     if (reload_pending_ && batch_.empty()) {
       // The fresh window reads every entry back from the index, those
       // whose writing commits deferred included.
@@ -1065,7 +1108,7 @@ struct shard_logic::impl {
   }
 
   int64_t next_wakeup_ms() const {
-    if (reload_pending_ && batch_.empty())
+    if ((reload_pending_ && batch_.empty()) || !deferred_releases_.empty())
       return core::min_time_ms;
     auto at = never_ms;
     // With a full backlog popping pauses: only a token brings progress.
@@ -1127,11 +1170,15 @@ struct shard_logic::impl {
   std::unordered_map<std::string, topic_state> topics_;
   /// The topic of each task in flight (its count is in topic_state).
   absl::flat_hash_map<core::task_id, topic_state*> in_flight_topics_;
-  absl::flat_hash_map<core::task_id, std::pair<topic_state*, uint64_t>>
+  absl::flat_hash_map<core::task_id, std::pair<topic_state*, due_key>>
     parked_index_;
   /// Parking sequence -> task, oldest first, across topics.
   std::map<uint64_t, core::task_id> parked_order_;
   uint64_t next_park_seq_ = 0;
+  /// Fire passes so far (a topic releases parked entries once per pass).
+  uint64_t fire_passes_ = 0;
+  /// Topics whose release waits for the next fire pass.
+  std::vector<std::string> deferred_releases_;
   std::map<std::string, uint64_t> waiting_;
   bool reload_pending_ = false;
 
