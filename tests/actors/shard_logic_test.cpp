@@ -1548,6 +1548,32 @@ BOOST_FIXTURE_TEST_CASE(a_saturated_topic_skips_tasks_revoked_while_parked,
   BOOST_TEST(logic->waiting().empty());
 }
 
+BOOST_FIXTURE_TEST_CASE(a_release_that_fires_nothing_is_made_up_next_pass,
+                        fixture) {
+  auto next = opts;
+  next.max_unanswered_per_topic = 2;
+  reconfigure(next);
+  std::vector<task_id> ids;
+  for (int i = 0; i < 6; ++i)
+    ids.push_back(add(t0 + 10 + i));
+  auto got = fire_all(t0 + 1'000);
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_TEST(logic->waiting().at("jobs") == 4u);
+  // The first answer reopens the topic with room for one: ids[2] goes
+  // back into the window. It is revoked there, and the second answer, in
+  // the same firing pass, leaves the topic with nothing in flight.
+  ack(got[0]);
+  BOOST_TEST(logic->waiting().at("jobs") == 3u);
+  BOOST_TEST((revoke(ids[2]) == change_outcome::done));
+  ack(got[1]);
+  // The shard wants a pass at once, and that pass takes up two more.
+  BOOST_TEST(logic->next_wakeup_ms() <= now);
+  got = fire_all(now);
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_TEST(got[0].id().task_id() == ids[3]);
+  BOOST_TEST(got[1].id().task_id() == ids[4]);
+}
+
 BOOST_FIXTURE_TEST_CASE(parked_then_revoked_or_moved, fixture) {
   auto gone = add(t0, "x", "slow");
   auto moved = add(t0, "y", "slow");
