@@ -894,6 +894,9 @@ sim_params sim_params::draw(prng& gen) {
   p.max_deferred_index = bounds[gen.pick(std::size(bounds))];
   // Drawn after max_deferred_index, for the same reason.
   p.max_batch = static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(2, 8));
+  // Drawn after max_batch, for the same reason.
+  p.max_unanswered_per_topic =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(1, 8));
   return p;
 }
 
@@ -919,6 +922,8 @@ std::string sim_params::describe() const {
   // hash) it had before they were drawn.
   if (max_batch > 0)
     out << " max_batch=" << max_batch;
+  if (max_unanswered_per_topic > 0)
+    out << " max_unanswered_per_topic=" << max_unanswered_per_topic;
   return out.str();
 }
 
@@ -968,6 +973,8 @@ sim_result run_simulation(const sim_options& opts) {
     w.cfg.write_buffer_bytes = 1 << 20;
     w.cfg.block_cache_bytes = 1 << 20;
     w.cfg.max_deferred_index = p.max_deferred_index;
+    if (p.max_unanswered_per_topic > 0)
+      w.cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
     w.cfg.shard.plant = opts.plant;
     w.cfg.file_system = w.fs;
     w.cfg.wall_clock_ms = [&w] { return w.clock.wall_ms(w.true_ms()); };

@@ -61,6 +61,11 @@ struct sim_params {
   /// Deliveries per message: above 1, the consumers subscribe as batch
   /// consumers (dally::batch_consumer_actor) with this `max_batch`.
   uint32_t max_batch = 0;
+  /// The engine's cap on unanswered deliveries per topic
+  /// (engine_config::max_unanswered_per_topic); 0: the default (10,000,
+  /// which these runs never reach). A small cap keeps topics saturated,
+  /// their tasks parked and taken up again as answers come.
+  uint32_t max_unanswered_per_topic = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
