@@ -34,6 +34,9 @@
 //     --load-factor F (0.7) of the sustained stream rate, found first by
 //     streams at rising rates (--no-search: of the burst throughput in 1)
 //     --stream-rate R (instead of F x max) --lead-ms MS (500)
+//     --overload-factor F (1.3; 0: none) a last stream at F x the sustained
+//     rate, to see the engine come back from more load than it can take
+//     (--overload-rate R: at R instead, also without the search)
 //     --dump-lateness PATH (a file per row: due_ms, lateness µs, and
 //     fire_ms - due_ms, when the notifier sent it, per delivery)
 //   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
@@ -156,6 +159,9 @@ struct settings {
   double measure_s = 4;
   double load_factor = 0.7;
   double stream_rate = 0;
+  /// The overload stream: this factor of the sustained rate, or this rate.
+  double overload_factor = 1.3;
+  double overload_rate = 0;
   /// Find the highest stream rate the engine keeps up with and take the
   /// load factor of that (else of the burst throughput).
   bool search = true;
@@ -1345,6 +1351,19 @@ std::string lateness_section(const settings& s, double burst_rate,
     rows.push_back(lateness_case(s, s.small_pending, burst_based,
                                  storage::durability::sync, root));
   }
+  // More than the engine can carry: does it come back?
+  double over_rate = s.overload_rate;
+  if (over_rate <= 0 && s.overload_factor > 0 && s.stream_rate <= 0 && s.search)
+    over_rate = std::round(max_rate * s.overload_factor / 1'000) * 1'000;
+  std::optional<lateness_result> over;
+  if (over_rate > 0) {
+    auto t = s;
+    t.runs = 1;
+    t.dump_path.clear();
+    std::cout << "overload: stream " << rate_str(over_rate)
+              << " tasks/s, nothing pending, durability sync" << std::endl;
+    over = lateness_case(t, 0, over_rate, storage::durability::sync, root);
+  }
   std::ostringstream md;
   md << search_md.str() << "### Firing lateness under load\n\n"
      << "A stream of tasks due at a steady " << rate_str(rate) << " tasks/s ("
@@ -1432,6 +1451,32 @@ std::string lateness_section(const settings& s, double burst_rate,
                ms_str(host_idle_p99) + " ms, above the goal)"
            : "")
      << ".\n";
+  if (over) {
+    auto& r = *over;
+    auto p = r.periods.empty() ? std::array<int64_t, 4>{} : r.periods[0];
+    md << "\n### Overload\n\n"
+       << "A stream the engine cannot carry, at " << rate_str(over_rate)
+       << " tasks/s"
+       << (s.overload_rate > 0
+             ? " (set by --overload-rate)"
+             : " (" + fixed(s.overload_factor, 2) + " of the sustained rate)")
+       << ", sync, nothing else pending, " << s.warmup_s
+       << " s warm-up and one period of " << s.measure_s
+       << " s: it falls behind, and the question is whether it comes back. "
+       << "Came back: every task delivered within 30 s of the producer's "
+       << "last answer. The latest task's lateness is how far behind it "
+       << "fell; its CPU per task compares with the streams above.\n\n"
+       << "| stream tasks/s | delivered/sent | p50 ms | max ms | schedule "
+          "acked after due | CPU µs per task | came back |\n"
+       << "|---:|---:|---:|---:|---:|---:|---|\n"
+       << "| " << rate_str(over_rate) << " | " << r.delivered << "/"
+       << r.expected << " | " << ms_str(p[0]) << " | " << ms_str(p[3]) << " | "
+       << r.acked_after_due << " | "
+       << fixed(1e6 * r.stream_cpu_s /
+                  static_cast<double>(std::max<uint64_t>(1, r.delivered)),
+                1)
+       << " | " << (r.delivered >= r.expected ? "yes" : "**no**") << " |\n";
+  }
   return md.str();
 }
 
@@ -1750,6 +1795,10 @@ settings parse(int argc, char** argv) {
       s.measure_s = std::stod(next());
     else if (arg == "--load-factor")
       s.load_factor = std::stod(next());
+    else if (arg == "--overload-factor")
+      s.overload_factor = std::stod(next());
+    else if (arg == "--overload-rate")
+      s.overload_rate = std::stod(next());
     else if (arg == "--stream-rate")
       s.stream_rate = std::stod(next());
     else if (arg == "--lead-ms")
