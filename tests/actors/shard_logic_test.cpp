@@ -1485,20 +1485,28 @@ BOOST_FIXTURE_TEST_CASE(a_topic_at_its_cap_waits_for_answers, fixture) {
   BOOST_TEST(fire_all(now).size() == 2u);
 }
 
+/// Caps "jobs" at `cap` unanswered deliveries (record cache as given) and
+/// schedules `n` of its tasks, due 1 ms apart from t0 + 10.
+std::vector<task_id> cap_jobs_and_add(fixture& f, size_t cap, int n,
+                                      size_t record_cache_bytes) {
+  auto next = f.opts;
+  next.max_unanswered_per_topic = cap;
+  next.record_cache_bytes = record_cache_bytes;
+  f.reconfigure(next);
+  std::vector<task_id> ids;
+  for (int i = 0; i < n; ++i)
+    ids.push_back(f.add(t0 + 10 + i));
+  return ids;
+}
+
 BOOST_FIXTURE_TEST_CASE(a_saturated_topic_releases_only_what_it_can_take,
                         fixture) {
   // An overloaded shard used to put every parked task of a topic back into
   // the window each time half of its cap was answered; reading and parking
   // them all again for a few fires made it slower the further it fell
   // behind. With no record cache every pop reads, so reads count pops.
-  auto next = opts;
-  next.max_unanswered_per_topic = 4;
-  next.record_cache_bytes = 0;
-  reconfigure(next);
   constexpr int n = 200;
-  std::vector<task_id> ids;
-  for (int i = 0; i < n; ++i)
-    ids.push_back(add(t0 + 10 + i));
+  auto ids = cap_jobs_and_add(*this, 4, n, 0);
   auto reads_before = store->reads;
   std::vector<task_id> fired;
   for (int round = 0; round < 2 * n && fired.size() < size_t{n}; ++round) {
@@ -1524,12 +1532,7 @@ BOOST_FIXTURE_TEST_CASE(a_saturated_topic_skips_tasks_revoked_while_parked,
                         fixture) {
   // Released a cap's worth at a time, the parked tasks behind two revoked
   // ones still all come out, in due order.
-  auto next = opts;
-  next.max_unanswered_per_topic = 2;
-  reconfigure(next);
-  std::vector<task_id> ids;
-  for (int i = 0; i < 8; ++i)
-    ids.push_back(add(t0 + 10 + i));
+  auto ids = cap_jobs_and_add(*this, 2, 8, opts.record_cache_bytes);
   auto got = fire_all(t0 + 1'000);
   BOOST_REQUIRE_EQUAL(got.size(), 2u);
   // The next two in line are revoked while parked.
@@ -1550,12 +1553,7 @@ BOOST_FIXTURE_TEST_CASE(a_saturated_topic_skips_tasks_revoked_while_parked,
 
 BOOST_FIXTURE_TEST_CASE(a_release_that_fires_nothing_is_made_up_next_pass,
                         fixture) {
-  auto next = opts;
-  next.max_unanswered_per_topic = 2;
-  reconfigure(next);
-  std::vector<task_id> ids;
-  for (int i = 0; i < 6; ++i)
-    ids.push_back(add(t0 + 10 + i));
+  auto ids = cap_jobs_and_add(*this, 2, 6, opts.record_cache_bytes);
   auto got = fire_all(t0 + 1'000);
   BOOST_REQUIRE_EQUAL(got.size(), 2u);
   BOOST_TEST(logic->waiting().at("jobs") == 4u);
