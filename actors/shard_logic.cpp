@@ -390,14 +390,6 @@ struct shard_logic::impl {
       release_parked(ts);
   }
 
-  void update_waiting(const topic_state& ts) {
-    auto n = ts.parked.size() + ts.dropped;
-    if (n == 0)
-      waiting_.erase(ts.name);
-    else
-      waiting_[ts.name] = n;
-  }
-
   void unpark(core::task_id id) {
     auto it = parked_index_.find(id);
     if (it == parked_index_.end())
@@ -408,7 +400,6 @@ struct shard_logic::impl {
       ts->parked.erase(p);
     }
     parked_index_.erase(it);
-    update_waiting(*ts);
   }
 
   void park(const due_key& key, const std::string& topic_name) {
@@ -418,7 +409,6 @@ struct shard_logic::impl {
     ts.parked.emplace(key, seq);
     parked_order_.emplace(seq, key.id);
     parked_index_.emplace(key.id, std::make_pair(&ts, key));
-    update_waiting(ts);
     // Beyond the bound, the oldest entries stay on disk only; a reload
     // finds them once their topic has a consumer again.
     while (parked_index_.size() > opts_.window.max_in_memory) {
@@ -429,7 +419,6 @@ struct shard_logic::impl {
       ++owner->dropped;
       parked_index_.erase(idx);
       parked_order_.erase(oldest);
-      update_waiting(*owner);
     }
   }
 
@@ -491,7 +480,6 @@ struct shard_logic::impl {
       reload_pending_ = true;
       ts.dropped = 0;
     }
-    update_waiting(ts);
   }
 
   /// A fresh window over the store: brings back every entry, those dropped
@@ -508,7 +496,6 @@ struct shard_logic::impl {
       else
         it = topics_.erase(it);
     }
-    waiting_.clear();
     backlog_.clear();
     backlog_.shrink_to_fit();
     reload_pending_ = false;
@@ -1179,7 +1166,6 @@ struct shard_logic::impl {
   uint64_t fire_passes_ = 0;
   /// Topics whose release waits for the next fire pass.
   std::vector<std::string> deferred_releases_;
-  std::map<std::string, uint64_t> waiting_;
   bool reload_pending_ = false;
 
   /// Overdue entries waiting for a token, in due order.
@@ -1618,8 +1604,12 @@ size_t shard_logic::window_size() const noexcept {
   return impl_->window_->size();
 }
 
-const std::map<std::string, uint64_t>& shard_logic::waiting() const noexcept {
-  return impl_->waiting_;
+std::map<std::string, uint64_t> shard_logic::waiting() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [name, ts] : impl_->topics_)
+    if (auto n = ts.parked.size() + ts.dropped; n > 0)
+      out.emplace(name, n);
+  return out;
 }
 
 size_t shard_logic::backlog_size() const noexcept {

@@ -270,8 +270,9 @@ public:
 
   /// Parked due tasks per topic without a consumer (or at its cap of
   /// unanswered deliveries), including those dropped from memory (beyond
-  /// window.max_in_memory) until the reload.
-  const std::map<std::string, uint64_t>& waiting() const noexcept;
+  /// window.max_in_memory) until the reload. Counted when asked (for
+  /// stats), so that parking a task touches no per-topic table.
+  std::map<std::string, uint64_t> waiting() const;
 
   /// Backlog entries waiting for their paced turn.
   size_t backlog_size() const noexcept;
