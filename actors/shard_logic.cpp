@@ -449,8 +449,8 @@ struct shard_logic::impl {
     if (ts.parked.empty() && ts.dropped == 0)
       return;
     if (ts.released_in_pass == fire_passes_) {
-      // What this pass released has not fired yet; the next pass, which
-      // those entries bring on, looks again.
+      // What was released since the last pass has not fired yet; the end
+      // of the next pass, which those entries bring on, looks again.
       if (!ts.release_deferred) {
         ts.release_deferred = true;
         deferred_releases_.push_back(ts.name);
@@ -458,7 +458,9 @@ struct shard_logic::impl {
       return;
     }
     auto cap = opts_.max_unanswered_per_topic;
-    auto room = ts.parked.size();
+    // No more than one pass pops: the rest would wait in the window
+    // uncounted, and the next release would add more on top.
+    auto room = std::min(ts.parked.size(), opts_.fire_batch);
     if (cap > 0)
       room =
         std::min<uint64_t>(room, cap > ts.in_flight ? cap - ts.in_flight : 0);
@@ -479,6 +481,12 @@ struct shard_logic::impl {
     if (ts.parked.empty() && ts.dropped > 0) {
       reload_pending_ = true;
       ts.dropped = 0;
+    }
+    // More waiting: the end of the next pass takes up the next lot, if the
+    // topic has room then.
+    if (!ts.parked.empty() && !ts.release_deferred) {
+      ts.release_deferred = true;
+      deferred_releases_.push_back(ts.name);
     }
   }
 
@@ -551,16 +559,6 @@ struct shard_logic::impl {
 
   core::error fire(int64_t now_ms) {
     ++fire_passes_;
-    if (!deferred_releases_.empty()) {
-      auto names = std::move(deferred_releases_);
-      deferred_releases_.clear();
-      for (const auto& name : names)
-        if (auto t = topics_.find(name); t != topics_.end()) {
-          t->second.release_deferred = false;
-          if (t->second.available && !t->second.saturated)
-            release_parked(t->second);
-        }
-    }
     if (reload_pending_ && batch_.empty()) {
       // The fresh window reads every entry back from the index, those
       // whose writing commits deferred included.
@@ -622,7 +620,23 @@ struct shard_logic::impl {
       consumed_.clear();
       leases_consumed_.clear();
     }
+    // After this pass's pops, so that what it fired counts against the
+    // room; the next pass pops what these put back.
+    release_deferred();
     return {};
+  }
+
+  void release_deferred() {
+    if (deferred_releases_.empty())
+      return;
+    auto names = std::move(deferred_releases_);
+    deferred_releases_.clear();
+    for (const auto& name : names)
+      if (auto t = topics_.find(name); t != topics_.end()) {
+        t->second.release_deferred = false;
+        if (t->second.available && !t->second.saturated)
+          release_parked(t->second);
+      }
   }
 
   /// Acts on popped lease deadlines: a task still in flight with that

@@ -1382,6 +1382,28 @@ BOOST_FIXTURE_TEST_CASE(unavailable_topics_park_and_release, fixture) {
   BOOST_TEST(logic->waiting().at("slow") == 1u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_backlog_goes_back_a_pass_at_a_time, fixture) {
+  // A topic that gets its first consumer after a long wait must not put
+  // every parked task back into the window in one go (a million heap
+  // inserts in one message): a pass's worth at a time, in due order.
+  auto next = opts;
+  next.fire_batch = 4;
+  reconfigure(next);
+  std::vector<task_id> ids;
+  for (int i = 0; i < 20; ++i)
+    ids.push_back(add(t0 + 10 + i, "p", "slow"));
+  BOOST_TEST(fire_all(t0 + 1'000).empty());
+  BOOST_TEST(logic->waiting().at("slow") == 20u);
+  logic->set_topic_available("slow", true);
+  BOOST_TEST(logic->waiting().at("slow") == 16u);
+  BOOST_TEST(logic->next_wakeup_ms() <= t0 + 1'000);
+  std::vector<task_id> fired;
+  for (const auto& d : fire_all(t0 + 1'000))
+    fired.push_back(d.id().task_id());
+  BOOST_TEST(fired == ids, boost::test_tools::per_element());
+  BOOST_TEST(logic->waiting().empty());
+}
+
 BOOST_FIXTURE_TEST_CASE(a_saturated_topic_keeps_its_records_cached, fixture) {
   auto next = opts;
   next.max_unanswered_per_topic = 2;
