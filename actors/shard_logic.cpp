@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <type_traits>
@@ -181,9 +183,8 @@ struct shard_logic::impl {
     bool saturated = false;
     /// Entries dropped from memory since the last reload (still due).
     uint64_t dropped = 0;
-    /// Parked index entries, earliest due first, with their parking
-    /// sequence.
-    std::map<due_key, uint64_t> parked;
+    /// Parked index entries, earliest due first.
+    std::set<due_key> parked;
     /// The fire pass of the last release (at most one per pass), and
     /// whether a release waits for the next pass.
     uint64_t released_in_pass = std::numeric_limits<uint64_t>::max();
@@ -395,30 +396,23 @@ struct shard_logic::impl {
     if (it == parked_index_.end())
       return;
     auto [ts, key] = it->second;
-    if (auto p = ts->parked.find(key); p != ts->parked.end()) {
-      parked_order_.erase(p->second);
-      ts->parked.erase(p);
-    }
+    ts->parked.erase(key);
     parked_index_.erase(it);
   }
 
   void park(const due_key& key, const std::string& topic_name) {
     unpark(key.id);
     auto& ts = topic(topic_name);
-    auto seq = next_park_seq_++;
-    ts.parked.emplace(key, seq);
-    parked_order_.emplace(seq, key.id);
+    ts.parked.insert(key);
     parked_index_.emplace(key.id, std::make_pair(&ts, key));
-    // Beyond the bound, the oldest entries stay on disk only; a reload
-    // finds them once their topic has a consumer again.
+    // Beyond the bound, the topic's latest entries stay on disk only: the
+    // earliest go back first, and the reload after the last of them finds
+    // the rest in due order.
     while (parked_index_.size() > opts_.window.max_in_memory) {
-      auto oldest = parked_order_.begin();
-      auto idx = parked_index_.find(oldest->second);
-      auto* owner = idx->second.first;
-      owner->parked.erase(idx->second.second);
-      ++owner->dropped;
-      parked_index_.erase(idx);
-      parked_order_.erase(oldest);
+      auto last = std::prev(ts.parked.end());
+      parked_index_.erase(last->id);
+      ts.parked.erase(last);
+      ++ts.dropped;
     }
   }
 
@@ -469,8 +463,7 @@ struct shard_logic::impl {
     ts.released_in_pass = fire_passes_;
     auto it = ts.parked.begin();
     for (; room > 0; --room, ++it) {
-      const auto& [key, seq] = *it;
-      parked_order_.erase(seq);
+      const auto& key = *it;
       parked_index_.erase(key.id);
       // The window may hold a newer entry of the task (its record changed
       // while parked): never overwrite it with the parked one.
@@ -495,7 +488,6 @@ struct shard_logic::impl {
   void reload() {
     window_ = std::make_unique<storage::due_window>(store_, opts_.window);
     parked_index_.clear();
-    parked_order_.clear();
     for (auto it = topics_.begin(); it != topics_.end();) {
       it->second.parked.clear();
       it->second.dropped = 0;
@@ -1173,9 +1165,6 @@ struct shard_logic::impl {
   absl::flat_hash_map<core::task_id, topic_state*> in_flight_topics_;
   absl::flat_hash_map<core::task_id, std::pair<topic_state*, due_key>>
     parked_index_;
-  /// Parking sequence -> task, oldest first, across topics.
-  std::map<uint64_t, core::task_id> parked_order_;
-  uint64_t next_park_seq_ = 0;
   /// Fire passes so far (a topic releases parked entries once per pass).
   uint64_t fire_passes_ = 0;
   /// Topics whose release waits for the next fire pass.
