@@ -442,15 +442,11 @@ struct shard_logic::impl {
   void release_parked(topic_state& ts) {
     if (ts.parked.empty() && ts.dropped == 0)
       return;
-    if (ts.released_in_pass == fire_passes_) {
-      // What was released since the last pass has not fired yet; the end
-      // of the next pass, which those entries bring on, looks again.
-      if (!ts.release_deferred) {
-        ts.release_deferred = true;
-        deferred_releases_.push_back(ts.name);
-      }
+    // Released since the last pass: what that put back has not fired yet,
+    // and whatever it left parked waits for the end of the next pass
+    // (below), where the room is counted again.
+    if (ts.released_in_pass == fire_passes_)
       return;
-    }
     auto cap = opts_.max_unanswered_per_topic;
     // No more than one pass pops: the rest would wait in the window
     // uncounted, and the next release would add more on top.
