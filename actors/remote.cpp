@@ -17,6 +17,7 @@
 #include <caf/io/network/scribe_impl.hpp>
 #include <caf/timespan.hpp>
 
+#include "actors/client_guard.hpp"
 #include "actors/type_ids.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -274,10 +275,15 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
   return result;
 }
 
-caf::expected<engine_actor>
-connect_engine(caf::actor_system& sys, const std::string& host, uint16_t port) {
+caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
+                                           const std::string& host,
+                                           uint16_t port,
+                                           connect_options opts) {
   ignore_broker_cycle(basp_broker_of(sys));
-  return sys.middleman().remote_actor<engine_actor>(host, port);
+  auto node = sys.middleman().remote_actor<engine_actor>(host, port);
+  if (!node)
+    return std::move(node.error());
+  return spawn_client_guard(sys, std::move(*node), opts.max_message_bytes);
 }
 
 } // namespace dally::actors

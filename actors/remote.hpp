@@ -62,10 +62,24 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
                                        uint16_t port,
                                        publish_options opts = {});
 
+/// How a client talks to a node.
+struct connect_options {
+  /// The node's limit on one message (dallyd --max-message-bytes, default
+  /// 64 MiB). A request that would not fit fails at once with
+  /// request_too_large and is never sent, since the node would drop the
+  /// connection for it; set this when the node's limit differs.
+  uint64_t max_message_bytes = uint64_t{64} << 20;
+};
+
 /// Connects to the engine a dallyd publishes at `host:port`. The handle
-/// speaks `engine_actor`; requests to it fail with CAF errors (see
-/// `from_caf`) when the node dies or the connection drops.
-caf::expected<engine_actor>
-connect_engine(caf::actor_system& sys, const std::string& host, uint16_t port);
+/// speaks `engine_actor` and is a local stand-in for the node's engine
+/// (see `spawn_client_guard`): requests too large for the node fail with
+/// request_too_large, and when the node dies or the connection drops,
+/// requests still waiting fail at once with unavailable and the handle
+/// exits (monitor it to find out).
+caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
+                                           const std::string& host,
+                                           uint16_t port,
+                                           connect_options opts = {});
 
 } // namespace dally::actors

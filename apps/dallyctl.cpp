@@ -35,6 +35,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/client_guard.hpp"
 #include "actors/engine_actor.hpp"
 #include "actors/engine_config.hpp"
 #include "actors/error.hpp"
@@ -105,6 +106,10 @@ global options (anywhere on the line; --name value or --name=value):
                   UTF-8 text; other bytes are written as \u00XX and the
                   exact bytes added as base64 in "payload_base64".
   --timeout DUR   connecting and each request (default 10s)
+  --max-message-bytes N
+                  the node's limit on one message (its --max-message-bytes,
+                  default 67108864); a larger request fails with
+                  request_too_large and is not sent
   -h, --help      this text
 
 exit codes:
@@ -127,6 +132,7 @@ struct global_options {
   uint16_t port = default_port;
   bool json = false;
   int64_t timeout_ms = 10'000;
+  uint64_t max_message_bytes = actors::connect_options{}.max_message_bytes;
 };
 
 /// What one command accepts besides the global options.
@@ -211,8 +217,8 @@ uint64_t uint_arg(std::string_view what, const std::string& text,
 /// Splits argv into global options, the command, its options and
 /// arguments. Throws usage_error.
 command_line parse_command_line(int argc, char** argv) {
-  static const std::set<std::string_view> global_valued{"host", "port",
-                                                        "timeout"};
+  static const std::set<std::string_view> global_valued{
+    "host", "port", "timeout", "max-message-bytes"};
   std::vector<std::string> args{argv + 1, argv + argc};
   command_line out;
   // The command is the first word that is neither an option nor a global
@@ -313,6 +319,13 @@ command_line parse_command_line(int argc, char** argv) {
     out.global.timeout_ms = duration_arg("timeout", *t);
     if (out.global.timeout_ms < 1)
       throw usage_error{"--timeout must be at least 1 ms"};
+  }
+  if (auto m = out.value("max-message-bytes")) {
+    out.global.max_message_bytes =
+      uint_arg("--max-message-bytes", *m, UINT32_MAX);
+    if (out.global.max_message_bytes <= actors::client_framing_bytes)
+      throw usage_error{"--max-message-bytes must be above " +
+                        std::to_string(actors::client_framing_bytes)};
   }
   out.global.json = out.flags.count("json") > 0;
   return out;
@@ -1156,8 +1169,10 @@ int run(int argc, char** argv) {
   auto connecting =
     std::make_shared<std::promise<caf::expected<engine_actor>>>();
   auto result = connecting->get_future();
-  std::thread{[&sys, connecting, host = g.host, port = g.port] {
-    connecting->set_value(actors::connect_engine(sys, host, port));
+  actors::connect_options copts;
+  copts.max_message_bytes = g.max_message_bytes;
+  std::thread{[&sys, connecting, host = g.host, port = g.port, copts] {
+    connecting->set_value(actors::connect_engine(sys, host, port, copts));
   }}.detach();
   auto where = g.host + ":" + std::to_string(g.port);
   if (result.wait_for(std::chrono::milliseconds{g.timeout_ms}) !=

@@ -56,6 +56,8 @@ std::string_view to_string(errc code) noexcept {
       return "unavailable";
     case errc::idempotency_conflict:
       return "idempotency_conflict";
+    case errc::request_too_large:
+      return "request_too_large";
   }
   return "unknown";
 }

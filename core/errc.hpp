@@ -62,6 +62,9 @@ enum class errc : uint8_t {
   unavailable,
   /// An idempotency key already names a task with another topic or payload.
   idempotency_conflict,
+  /// A request is larger than the node reads in one message; a remote
+  /// client refuses it before it is sent, so the connection stays up.
+  request_too_large,
 };
 
 /// Returns the enumerator's name, e.g. "invalid_time".

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -709,6 +710,89 @@ BOOST_AUTO_TEST_CASE(max_message_bytes_still_takes_a_largest_payload) {
   BOOST_CHECK_MESSAGE(over.code != 0, show(over));
   BOOST_CHECK_MESSAGE(contains(over.err, "payload"), show(over));
   BOOST_CHECK_EQUAL(n.ctl({"stats"}).code, 0);
+}
+
+/// A batch of `count` tasks with payloads of `payload_bytes`, due in 1 h.
+dally::actors::schedule_batch_request big_batch(int count,
+                                                size_t payload_bytes) {
+  dally::v1::ScheduleBatchRequest req;
+  for (int i = 0; i < count; ++i) {
+    auto* t = req.add_tasks();
+    t->set_topic("big");
+    t->set_payload(std::string(payload_bytes, static_cast<char>('a' + i)));
+    t->mutable_when()->set_in_ms(3'600'000);
+  }
+  return dally::actors::schedule_batch_request{req};
+}
+
+BOOST_AUTO_TEST_CASE(a_request_too_large_for_the_node_fails_alone) {
+  using namespace dally;
+  temp_dir dir;
+  node n{dir.str("data"),
+         dir.str("dallyd.log"),
+         {"--max-payload-bytes", "100000", "--max-message-bytes", "165536"}};
+  caf::actor_system_config cfg;
+  actors::add_message_types(cfg);
+  actors::enable_network(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  // A client told the node's limit refuses the request itself, at once,
+  // and its connection keeps serving.
+  actors::connect_options told;
+  told.max_message_bytes = 165536;
+  auto engine = actors::connect_engine(sys, "127.0.0.1", n.port(), told);
+  BOOST_REQUIRE_MESSAGE(engine, actors::describe(engine.error()));
+  std::optional<core::error> refused;
+  self->request(*engine, seconds{30}, big_batch(2, 100000))
+    .receive(
+      [&](actors::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
+      [&](caf::error& err) { refused = actors::from_caf(err); });
+  BOOST_REQUIRE(refused);
+  BOOST_CHECK_MESSAGE(refused->code() == core::errc::request_too_large,
+                      refused->message());
+  int scheduled = 0;
+  self->request(*engine, seconds{30}, big_batch(1, 100000))
+    .receive(
+      [&](actors::schedule_batch_reply& r) { scheduled = r.pb.results_size(); },
+      [&](caf::error& err) {
+        BOOST_ERROR("one largest task: " << actors::describe(err));
+      });
+  BOOST_CHECK_EQUAL(scheduled, 1);
+  // A client that assumes the default limit sends it; the node drops that
+  // connection, and the request fails as soon as the connection is gone,
+  // not at its 30 s timeout. The handle goes down with it.
+  auto unaware = actors::connect_engine(sys, "127.0.0.1", n.port());
+  BOOST_REQUIRE_MESSAGE(unaware, actors::describe(unaware.error()));
+  self->monitor(*unaware);
+  auto sent = steady_clock::now();
+  std::optional<core::error> lost;
+  self->request(*unaware, seconds{30}, big_batch(2, 100000))
+    .receive(
+      [&](actors::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
+      [&](caf::error& err) { lost = actors::from_caf(err); });
+  auto waited = steady_clock::now() - sent;
+  BOOST_REQUIRE(lost);
+  BOOST_CHECK_MESSAGE(lost->code() == core::errc::unavailable, lost->message());
+  BOOST_CHECK_MESSAGE(
+    waited < seconds{10},
+    "failed only after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+      << " ms");
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; },
+                caf::after(seconds{10}) >> [] {});
+  BOOST_CHECK(down);
+  // dallyctl takes the node's limit as --max-message-bytes.
+  auto ctl = n.ctl({"--max-message-bytes", "50000", "schedule", "--topic",
+                    "big", "--in", "1h", "--payload", std::string(60000, 'x')});
+  BOOST_CHECK_MESSAGE(ctl.code == 1, show(ctl));
+  BOOST_CHECK_MESSAGE(contains(ctl.err, "error: request_too_large: "),
+                      show(ctl));
+  // The node is unharmed and holds exactly the one task that fitted.
+  auto st = n.ctl({"--json", "stats"});
+  BOOST_CHECK_MESSAGE(st.code == 0, show(st));
+  BOOST_CHECK_MESSAGE(contains(st.out, "\"scheduled\":1"), show(st));
+  BOOST_CHECK(contains(n.log(), "claims"));
 }
 
 BOOST_AUTO_TEST_CASE(max_connections_refuses_or_replaces_a_silent_one) {
