@@ -209,9 +209,11 @@ struct shard_logic::impl {
   const core::task_limits& limits() const noexcept { return opts_.limits; }
 
   /// The current record of `id`: staged, else copied from the record
-  /// cache or read into `scratch`.
+  /// cache or read into `scratch`. With `take`, a cached record is moved
+  /// out of the cache instead of copied, for a caller about to stage a
+  /// change of it (its commit caches the result); `taken` tells.
   core::error find(core::task_id id, std::optional<task_record>& scratch,
-                   slot& out) {
+                   slot& out, bool take = false, bool* taken = nullptr) {
     if (auto it = overlay_.find(id); it != overlay_.end()) {
       out.entry = &it->second;
       out.base = it->second.base;
@@ -220,7 +222,15 @@ struct shard_logic::impl {
       return {};
     }
     if (auto it = cached_.find(id); it != cached_.end()) {
-      scratch = it->second;
+      if (take) {
+        cached_bytes_ -= footprint(it->second);
+        scratch = std::move(it->second);
+        cached_.erase(it);
+        if (taken != nullptr)
+          *taken = true;
+      } else {
+        scratch = it->second;
+      }
       out.rec = &*scratch;
       out.base = storage::write_batch::key_of(*scratch);
       return {};
@@ -237,20 +247,29 @@ struct shard_logic::impl {
     return {};
   }
 
-  /// The in-flight record that `d` names, else stale_delivery.
+  /// The in-flight record that `d` names, else stale_delivery. Every
+  /// caller stages a change of the record it finds, so a cached one is
+  /// taken out of the cache rather than copied; a stale one goes back.
   core::error find_current(const delivery_ref& d,
                            std::optional<task_record>& scratch, slot& out) {
-    if (auto err = find(d.id, scratch, out))
+    bool taken = false;
+    if (auto err = find(d.id, scratch, out, true, &taken))
       return err;
+    auto put_back = [&](core::error err) {
+      if (taken)
+        remember(std::move(*scratch));
+      return err;
+    };
     if (!out.rec)
       return stale(d, "the task is not live");
     const auto& rec = *out.rec;
     if (rec.state != task_state::in_flight)
-      return stale(d, "the task is not in flight");
+      return put_back(stale(d, "the task is not in flight"));
     if (rec.fired_count != d.occurrence || rec.task.attempt != d.attempt)
-      return stale(d, "the current delivery is occurrence " +
-                        std::to_string(rec.fired_count) + ", attempt " +
-                        std::to_string(rec.task.attempt));
+      return put_back(stale(d, "the current delivery is occurrence " +
+                                 std::to_string(rec.fired_count) +
+                                 ", attempt " +
+                                 std::to_string(rec.task.attempt)));
     return {};
   }
 

@@ -1052,6 +1052,22 @@ BOOST_FIXTURE_TEST_CASE(lease_expiry_redelivers_after_backoff, fixture) {
   BOOST_TEST(c.fired == 3u);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_stale_settle_leaves_the_cached_record, fixture) {
+  // A settle takes its task's record out of the record cache instead of
+  // copying it; a stale one puts it back, so the right ack reads nothing.
+  BOOST_REQUIRE(opts.record_cache_bytes > 0);
+  auto id = add(t0 + 1'000);
+  auto d = fire_one(t0 + 1'000);
+  auto reads_before = store->reads;
+  auto wrong = ref_of(d);
+  wrong.attempt += 1;
+  BOOST_TEST(logic->ack(now, wrong).code() == errc::stale_delivery);
+  BOOST_TEST(code_of(logic->touch(now, wrong, 0)) == errc::stale_delivery);
+  ack(d);
+  BOOST_TEST(store->reads == reads_before);
+  BOOST_TEST(code_of(logic->get(id)) == errc::not_found);
+}
+
 BOOST_FIXTURE_TEST_CASE(stale_settles_after_redelivery, fixture) {
   add(t0);
   auto d1 = fire_one(t0);
