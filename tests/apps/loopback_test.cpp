@@ -788,6 +788,8 @@ BOOST_AUTO_TEST_CASE(a_request_too_large_for_the_node_fails_alone) {
   BOOST_CHECK_MESSAGE(ctl.code == 1, show(ctl));
   BOOST_CHECK_MESSAGE(contains(ctl.err, "error: request_too_large: "),
                       show(ctl));
+  auto tiny = n.ctl({"--max-message-bytes", "4096", "stats"});
+  BOOST_CHECK_MESSAGE(tiny.code == 2, show(tiny));
   // The node is unharmed and holds exactly the one task that fitted.
   auto st = n.ctl({"--json", "stats"});
   BOOST_CHECK_MESSAGE(st.code == 0, show(st));
