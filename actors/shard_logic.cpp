@@ -209,11 +209,11 @@ struct shard_logic::impl {
   const core::task_limits& limits() const noexcept { return opts_.limits; }
 
   /// The current record of `id`: staged, else copied from the record
-  /// cache or read into `scratch`. With `take`, a cached record is moved
+  /// cache or read into `scratch`. Given `taken`, a cached record is moved
   /// out of the cache instead of copied, for a caller about to stage a
-  /// change of it (its commit caches the result); `taken` tells.
+  /// change of it (its commit caches the result), and `*taken` tells.
   core::error find(core::task_id id, std::optional<task_record>& scratch,
-                   slot& out, bool take = false, bool* taken = nullptr) {
+                   slot& out, bool* taken = nullptr) {
     if (auto it = overlay_.find(id); it != overlay_.end()) {
       out.entry = &it->second;
       out.base = it->second.base;
@@ -222,12 +222,11 @@ struct shard_logic::impl {
       return {};
     }
     if (auto it = cached_.find(id); it != cached_.end()) {
-      if (take) {
+      if (taken != nullptr) {
         cached_bytes_ -= footprint(it->second);
         scratch = std::move(it->second);
         cached_.erase(it);
-        if (taken != nullptr)
-          *taken = true;
+        *taken = true;
       } else {
         scratch = it->second;
       }
@@ -253,7 +252,7 @@ struct shard_logic::impl {
   core::error find_current(const delivery_ref& d,
                            std::optional<task_record>& scratch, slot& out) {
     bool taken = false;
-    if (auto err = find(d.id, scratch, out, true, &taken))
+    if (auto err = find(d.id, scratch, out, &taken))
       return err;
     auto put_back = [&](core::error err) {
       if (taken)
