@@ -1,6 +1,13 @@
 #include "actors/system_setup.hpp"
 
+#include <caf/actor_system.hpp>
+#include <caf/defaults.hpp>
+#include <caf/policy/work_sharing.hpp>
+#include <caf/scheduler/coordinator.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
 #include "actors/error.hpp"
+#include "actors/prompt_stealing.hpp"
 #include "actors/type_ids.hpp"
 #include "core/errc.hpp"
 
@@ -23,6 +30,20 @@ void add_message_types(caf::actor_system_config& cfg) {
 
 void rest_idle_workers(caf::actor_system_config& cfg) {
   cfg.set("work-stealing.moderate-poll-attempts", size_t{0});
+}
+
+void prompt_outside_jobs(caf::actor_system_config& cfg) {
+  cfg.module_factories.push_back(
+    [](caf::actor_system& sys) -> caf::actor_system::module* {
+      namespace sched = caf::scheduler;
+      auto policy = caf::get_or(sys.config(), "scheduler.policy",
+                                caf::defaults::scheduler::policy);
+      if (policy == caf::atom("testing"))
+        return new sched::test_coordinator(sys);
+      if (policy == caf::atom("sharing"))
+        return new sched::coordinator<caf::policy::work_sharing>(sys);
+      return new sched::coordinator<prompt_stealing>(sys);
+    });
 }
 
 } // namespace dally::actors

@@ -25,4 +25,12 @@ void add_message_types(caf::actor_system_config& cfg);
 /// command line or in a config file, wins.
 void rest_idle_workers(caf::actor_system_config& cfg);
 
+/// Makes the actor_system schedule with `prompt_stealing` instead of CAF's
+/// work stealing, so that a job from outside the workers (a due timer, a
+/// message from the network) goes to an idle worker or to the front of a
+/// busy one, not to the back of a busy one (docs/benchmarks.md). The choice
+/// is made when the system starts: with `scheduler.policy` set to `sharing`
+/// or `testing`, CAF's own scheduler of that name runs instead.
+void prompt_outside_jobs(caf::actor_system_config& cfg);
+
 } // namespace dally::actors

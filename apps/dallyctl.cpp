@@ -1160,6 +1160,7 @@ int run(int argc, char** argv) {
   actors::add_message_types(cfg);
   actors::enable_network(cfg);
   actors::rest_idle_workers(cfg);
+  actors::prompt_outside_jobs(cfg);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;

@@ -238,7 +238,10 @@ void print_help(const dallyd_config& cfg) {
        "--config-file=FILE. Command-line flags override the file. CAF's own\n"
        "settings (scheduler, middleman) are listed by --long-help. Idle\n"
        "scheduler workers block instead of polling with short sleeps\n"
-       "(work-stealing.moderate-poll-attempts=0; CAF's default is 500).\n"
+       "(work-stealing.moderate-poll-attempts=0; CAF's default is 500), and\n"
+       "a due timer's job goes to an idle worker or to the front of a busy\n"
+       "one, not to the back (scheduler.policy=\"sharing\" for CAF's other\n"
+       "scheduler).\n"
        "\n"
        "Exit codes: 0 clean shutdown, 1 could not start (store locked by\n"
        "another dallyd, address in use, I/O error), 2 bad usage.\n"
@@ -498,6 +501,7 @@ int run(int argc, char** argv) {
   actors::add_message_types(cfg);
   actors::enable_network(cfg);
   actors::rest_idle_workers(cfg);
+  actors::prompt_outside_jobs(cfg);
   std::vector<std::string> args{argv + 1, argv + argc};
   for (const auto& arg : args) {
     if (arg == "-h" || arg == "--help" || arg == "-?") {

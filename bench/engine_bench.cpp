@@ -22,6 +22,8 @@
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
 //   --caf-busy-polling: CAF's own idle polling (500 sleeps of 50 µs before
 //     a worker blocks) instead of actors::rest_idle_workers, as dallyd
+//   --caf-stock-stealing: CAF's work stealing instead of
+//     actors::prompt_outside_jobs, as dallyd
 //   --write-buffer BYTES (0: the engine's default memtable size)
 //   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
@@ -136,6 +138,8 @@ struct settings {
   uint32_t caf_max_throughput = 0;
   /// CAF's default idle polling instead of actors::rest_idle_workers.
   bool caf_busy_polling = false;
+  /// CAF's work stealing instead of actors::prompt_outside_jobs.
+  bool caf_stock_stealing = false;
   // Throughput.
   uint64_t tasks = 100'000;
   uint32_t producers = 2;
@@ -308,11 +312,14 @@ std::string child_args(const settings& s) {
       << s.fire_lead_ms << " --caf-threads " << s.caf_threads;
   if (s.caf_busy_polling)
     out << " --caf-busy-polling";
+  if (s.caf_stock_stealing)
+    out << " --caf-stock-stealing";
   return out.str();
 }
 
 /// An actor_system config with Dally's types, optionally the network,
-/// resting idle workers (as dallyd) and --caf-threads.
+/// resting idle workers and the prompt scheduler (as dallyd) and
+/// --caf-threads.
 struct caf_config : caf::actor_system_config {
   caf_config(const settings& s, bool network) {
     actors::add_message_types(*this);
@@ -320,6 +327,8 @@ struct caf_config : caf::actor_system_config {
       actors::enable_network(*this);
     if (!s.caf_busy_polling)
       actors::rest_idle_workers(*this);
+    if (!s.caf_stock_stealing)
+      actors::prompt_outside_jobs(*this);
     if (s.caf_threads > 0)
       set("scheduler.max-threads", static_cast<size_t>(s.caf_threads));
     if (s.caf_max_throughput > 0)
@@ -1798,6 +1807,8 @@ settings parse(int argc, char** argv) {
       s.caf_max_throughput = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--caf-busy-polling")
       s.caf_busy_polling = true;
+    else if (arg == "--caf-stock-stealing")
+      s.caf_stock_stealing = true;
     else if (arg == "--caf-threads")
       s.caf_threads = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--runs")

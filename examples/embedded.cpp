@@ -53,6 +53,9 @@ int main(int argc, char** argv) {
   // Idle CAF workers block instead of polling with short sleeps, which a
   // timer engine would otherwise keep them doing for good.
   actors::rest_idle_workers(cfg);
+  // A due timer's job goes to an idle worker or the front of a busy one,
+  // not behind everything a busy worker's actors queued.
+  actors::prompt_outside_jobs(cfg);
   caf::actor_system sys{cfg};
   actors::engine_config ecfg;
   ecfg.data_dir = argc > 1 ? argv[1] : "dally-embedded-data";

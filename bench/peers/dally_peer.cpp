@@ -179,12 +179,13 @@ private:
   std::vector<caf::actor> consumers_;
 };
 
-/// An actor_system config with Dally's types, resting idle workers (as
-/// dallyd) and, for a remote client, CAF's middleman.
+/// An actor_system config with Dally's types, resting idle workers and the
+/// prompt scheduler (as dallyd) and, for a remote client, CAF's middleman.
 struct client_config : caf::actor_system_config {
   explicit client_config(bool network) {
     actors::add_message_types(*this);
     actors::rest_idle_workers(*this);
+    actors::prompt_outside_jobs(*this);
     if (network)
       actors::enable_network(*this);
   }

@@ -80,10 +80,12 @@ acking_consumer(batch_consumer_actor::pointer, receipts* seen) {
 }
 
 struct config : caf::actor_system_config {
-  explicit config(bool rest) {
+  config(bool rest, bool prompt) {
     actors::add_message_types(*this);
     if (rest)
       actors::rest_idle_workers(*this);
+    if (prompt)
+      actors::prompt_outside_jobs(*this);
     set("scheduler.max-threads", 2);
   }
 };
@@ -91,13 +93,14 @@ struct config : caf::actor_system_config {
 /// Schedules `total` tasks in requests of 100, each due 0 to 500 ms after
 /// it is sent, while a consumer acks what fires; every task must come
 /// within a minute, none early. With `rest`, idle workers block as in
-/// dallyd instead of polling.
+/// dallyd instead of polling; with `prompt`, jobs from outside the workers
+/// go to an idle worker or the front of a busy one, as in dallyd.
 void run_stream(storage::durability level, const char* dir_name,
-                bool rest = false) {
+                bool rest = false, bool prompt = false) {
   auto dir = std::filesystem::temp_directory_path() /
              (std::string{dir_name} + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  config cfg{rest};
+  config cfg{rest, prompt};
   caf::actor_system sys{cfg};
   actors::engine_config ecfg;
   ecfg.data_dir = dir.string();
@@ -161,4 +164,11 @@ BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_periodic_durability) {
 // taken.
 BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_resting_workers) {
   run_stream(storage::durability::sync, "dally-real-rest", true);
+}
+
+// dallyd's scheduler as it ships: resting workers, and timers' and other
+// outside jobs put ahead of a busy worker's queue, which leaves the jobs
+// behind them to be stolen or run later.
+BOOST_AUTO_TEST_CASE(a_stream_fires_completely_on_the_prompt_scheduler) {
+  run_stream(storage::durability::sync, "dally-real-prompt", true, true);
 }
