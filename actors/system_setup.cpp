@@ -3,6 +3,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/defaults.hpp>
 #include <caf/policy/work_sharing.hpp>
+#include <caf/policy/work_stealing.hpp>
 #include <caf/scheduler/coordinator.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
@@ -44,6 +45,26 @@ void prompt_outside_jobs(caf::actor_system_config& cfg) {
         return new sched::coordinator<caf::policy::work_sharing>(sys);
       return new sched::coordinator<prompt_stealing>(sys);
     });
+}
+
+std::string describe_scheduler(caf::actor_system& sys) {
+  namespace sched = caf::scheduler;
+  auto* ptr = &sys.scheduler();
+  std::string name;
+  if (dynamic_cast<sched::coordinator<prompt_stealing>*>(ptr) != nullptr)
+    name = "prompt stealing";
+  else if (dynamic_cast<sched::coordinator<caf::policy::work_stealing>*>(ptr) !=
+           nullptr)
+    name = "CAF work stealing";
+  else if (dynamic_cast<sched::coordinator<caf::policy::work_sharing>*>(ptr) !=
+           nullptr)
+    name = "CAF work sharing";
+  else if (dynamic_cast<sched::test_coordinator*>(ptr) != nullptr)
+    name = "CAF testing (deterministic)";
+  else
+    name = "unknown";
+  auto n = ptr->num_workers();
+  return name + ", " + std::to_string(n) + (n == 1 ? " worker" : " workers");
 }
 
 } // namespace dally::actors

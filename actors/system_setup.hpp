@@ -1,6 +1,9 @@
 #pragma once
 
+#include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+
+#include <string>
 
 namespace dally::actors {
 
@@ -32,5 +35,9 @@ void rest_idle_workers(caf::actor_system_config& cfg);
 /// is made when the system starts: with `scheduler.policy` set to `sharing`
 /// or `testing`, CAF's own scheduler of that name runs instead.
 void prompt_outside_jobs(caf::actor_system_config& cfg);
+
+/// Which scheduler `sys` runs and with how many workers, for a start-up log
+/// line: "prompt stealing, 4 workers", "CAF work sharing, 2 workers", ...
+std::string describe_scheduler(caf::actor_system& sys);
 
 } // namespace dally::actors

@@ -426,6 +426,7 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
 int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
           const sigset_t& stop_signals) {
   caf::actor_system sys{cfg};
+  log_line("scheduler: " + actors::describe_scheduler(sys));
   auto t0 = std::chrono::steady_clock::now();
   auto engine = actors::embedded_engine::start(sys, ecfg);
   if (!engine) {

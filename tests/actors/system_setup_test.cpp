@@ -192,6 +192,26 @@ BOOST_AUTO_TEST_CASE(prompt_outside_jobs_installs_its_scheduler) {
     cfg.set("scheduler.max-threads", 2);
     caf::actor_system sys{cfg};
     BOOST_CHECK(dynamic_cast<prompt*>(&sys.scheduler()) != nullptr);
+    BOOST_CHECK_EQUAL(actors::describe_scheduler(sys),
+                      "prompt stealing, 2 workers");
+  }
+  {
+    // CAF's other scheduler, chosen as dallyd's operators would.
+    caf::actor_system_config cfg;
+    actors::prompt_outside_jobs(cfg);
+    std::vector<std::string> args{"--scheduler.policy=sharing",
+                                  "--scheduler.max-threads=3"};
+    BOOST_REQUIRE(!cfg.parse(args));
+    caf::actor_system sys{cfg};
+    BOOST_CHECK_EQUAL(actors::describe_scheduler(sys),
+                      "CAF work sharing, 3 workers");
+  }
+  {
+    caf::actor_system_config cfg;
+    cfg.set("scheduler.max-threads", 1);
+    caf::actor_system sys{cfg};
+    BOOST_CHECK_EQUAL(actors::describe_scheduler(sys),
+                      "CAF work stealing, 1 worker");
   }
   {
     // The simulator's and the actor tests' deterministic scheduler still
