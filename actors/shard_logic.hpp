@@ -139,6 +139,8 @@ public:
   shard_logic(const shard_logic&) = delete;
   shard_logic& operator=(const shard_logic&) = delete;
 
+  /// Cancels the holds of first deliveries fired without a write and not
+  /// yet released: the shard's successor fires their tasks again at once.
   ~shard_logic();
 
   // -- requests ---------------------------------------------------------------
