@@ -240,7 +240,7 @@ void print_help(const dallyd_config& cfg) {
        "scheduler workers block instead of polling with short sleeps\n"
        "(work-stealing.moderate-poll-attempts=0; CAF's default is 500), and\n"
        "a due timer's job goes to an idle worker or to the front of a busy\n"
-       "one, not to the back (scheduler.policy=\"sharing\" for CAF's other\n"
+       "one, not to the back (--scheduler.policy=sharing for CAF's other\n"
        "scheduler).\n"
        "\n"
        "Exit codes: 0 clean shutdown, 1 could not start (store locked by\n"
