@@ -343,6 +343,19 @@ v1::ScheduleRequest request(std::string topic = "jobs",
   return req;
 }
 
+/// `req` due at `at_ms` with a single attempt (so its first delivery is
+/// always written) and the fixture's lease and backoff.
+v1::ScheduleRequest single_attempt(v1::ScheduleRequest req, int64_t at_ms) {
+  req.mutable_when()->set_at_ms(at_ms);
+  auto* p = req.mutable_policy();
+  p->set_lease_ms(lease_ms);
+  p->set_max_attempts(1);
+  p->set_backoff_initial_ms(backoff_ms);
+  p->set_backoff_multiplier_permille(1'000);
+  p->set_backoff_max_ms(backoff_ms);
+  return req;
+}
+
 } // namespace
 
 // -- the basic path -----------------------------------------------------------
@@ -1933,15 +1946,7 @@ BOOST_FIXTURE_TEST_CASE(a_first_delivery_goes_out_without_a_write, fixture) {
 
 BOOST_FIXTURE_TEST_CASE(some_first_deliveries_are_written, fixture) {
   // A task with a single attempt: a crash must not deliver it twice.
-  auto req = request();
-  req.mutable_when()->set_at_ms(t0);
-  auto* p = req.mutable_policy();
-  p->set_lease_ms(lease_ms);
-  p->set_max_attempts(1);
-  p->set_backoff_initial_ms(backoff_ms);
-  p->set_backoff_multiplier_permille(1'000);
-  p->set_backoff_max_ms(backoff_ms);
-  auto once = add(req).id;
+  auto once = add(single_attempt(request(), t0)).id;
   // A task due past the last commit's fire horizon.
   auto later = add(t0 + 1'000);
   auto d = fire_one(t0);
@@ -1958,15 +1963,7 @@ BOOST_FIXTURE_TEST_CASE(a_restarted_shard_leaves_no_stale_held_attempt,
   // without a write. The other has a single attempt, so its fire is written.
   auto due = t0 + 100;
   auto unwritten = add(due, "unwritten");
-  auto req = request("jobs", "written");
-  req.mutable_when()->set_at_ms(due);
-  auto* p = req.mutable_policy();
-  p->set_lease_ms(lease_ms);
-  p->set_max_attempts(1);
-  p->set_backoff_initial_ms(backoff_ms);
-  p->set_backoff_multiplier_permille(1'000);
-  p->set_backoff_max_ms(backoff_ms);
-  auto written = add(req).id;
+  auto written = add(single_attempt(request("jobs", "written"), due)).id;
   BOOST_TEST(fire(due - opts.fire_lead_ms).empty());
   BOOST_TEST(logic->held_size() == 2u);
   BOOST_TEST((stored(*rocks, unwritten).state == task_state::pending));
