@@ -1,7 +1,7 @@
 #pragma once
 
-#include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/fwd.hpp>
 
 #include <string>
 
