@@ -1,9 +1,11 @@
 #include "actors/client_guard.hpp"
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
@@ -116,16 +118,69 @@ engine_actor::behavior_type client_guard(guard_actor self, engine_actor node,
   };
 }
 
+/// The running stand-ins, so that `client_guard_for` hands one out again.
+/// An entry goes when its stand-in exits.
+class guard_registry {
+public:
+  engine_actor get_or_spawn(caf::actor_system& sys, engine_actor node,
+                            uint64_t max_message_bytes) {
+    engine_actor spawned;
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> guard{lock_};
+      for (auto& e : entries_) {
+        if (e.sys != &sys || e.node != node.address() ||
+            e.max_message_bytes != max_message_bytes)
+          continue;
+        // Empty once the stand-in is gone; its exit erases the entry.
+        if (auto running = caf::actor_cast<engine_actor>(e.guard))
+          return running;
+      }
+      // Hidden: the middleman keeps every actor that sent a message to a
+      // node registered, so the stand-in would outlive its last handle and
+      // the actor_system's destructor would wait for it forever. It ends
+      // when the middleman closes its connection, at the latest when the
+      // system stops.
+      auto node_addr = node.address();
+      spawned = sys.spawn<caf::hidden>(client_guard, std::move(node),
+                                       max_message_bytes);
+      id = next_id_++;
+      entries_.push_back(
+        {id, &sys, std::move(node_addr), max_message_bytes, spawned.address()});
+    }
+    // Outside the lock: a stand-in that already exited runs it at once.
+    caf::actor_cast<caf::abstract_actor*>(spawned)->attach_functor(
+      [this, id] { erase(id); });
+    return spawned;
+  }
+
+private:
+  struct entry {
+    uint64_t id;
+    caf::actor_system* sys;
+    caf::actor_addr node;
+    uint64_t max_message_bytes;
+    caf::actor_addr guard;
+  };
+
+  void erase(uint64_t id) {
+    std::lock_guard<std::mutex> guard{lock_};
+    std::erase_if(entries_, [id](const entry& e) { return e.id == id; });
+  }
+
+  std::mutex lock_;
+  std::vector<entry> entries_;
+  uint64_t next_id_ = 0;
+};
+
 } // namespace
 
-engine_actor spawn_client_guard(caf::actor_system& sys, engine_actor node,
-                                uint64_t max_message_bytes) {
-  // Hidden: the middleman keeps every actor that sent a message to a node
-  // registered, so the stand-in would outlive its last handle and the
-  // actor_system's destructor would wait for it forever. It ends when the
-  // middleman closes its connection, at the latest when the system stops.
-  return sys.spawn<caf::hidden>(client_guard, std::move(node),
-                                max_message_bytes);
+engine_actor client_guard_for(caf::actor_system& sys, engine_actor node,
+                              uint64_t max_message_bytes) {
+  // Never destroyed: stand-ins of systems still running at exit erase
+  // their entries as they go down, after static destructors would have run.
+  static auto* registry = new guard_registry;
+  return registry->get_or_spawn(sys, std::move(node), max_message_bytes);
 }
 
 } // namespace dally::actors

@@ -14,9 +14,9 @@ namespace dally::actors {
 /// limit, so the node's own check never sees it.
 constexpr uint64_t client_framing_bytes = 4096;
 
-/// Spawns a remote client's local stand-in for the engine `node` (a proxy
-/// from CAF's middleman). It forwards every request and passes the answer
-/// back, with two differences a caller notices:
+/// A remote client's local stand-in for the engine `node` (a proxy from
+/// CAF's middleman). It forwards every request and passes the answer back,
+/// with two differences a caller notices:
 /// - a request whose encoding, plus `client_framing_bytes`, exceeds
 ///   `max_message_bytes` fails at once with request_too_large and is never
 ///   sent: the node would drop the whole connection for it;
@@ -24,7 +24,11 @@ constexpr uint64_t client_framing_bytes = 4096;
 ///   once with unavailable, instead of each at its own timeout; the
 ///   stand-in then exits with the proxy's exit reason, so monitoring it
 ///   tells of the loss.
-engine_actor spawn_client_guard(caf::actor_system& sys, engine_actor node,
-                                uint64_t max_message_bytes);
+/// The middleman keeps a stand-in that has sent to the node alive as long
+/// as the connection, whoever still holds it; so a running stand-in for the
+/// same system, proxy and limit is handed out again instead of a new one,
+/// and a client that connects again and again does not collect them.
+engine_actor client_guard_for(caf::actor_system& sys, engine_actor node,
+                              uint64_t max_message_bytes);
 
 } // namespace dally::actors

@@ -283,7 +283,7 @@ caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
   auto node = sys.middleman().remote_actor<engine_actor>(host, port);
   if (!node)
     return std::move(node.error());
-  return spawn_client_guard(sys, std::move(*node), opts.max_message_bytes);
+  return client_guard_for(sys, std::move(*node), opts.max_message_bytes);
 }
 
 } // namespace dally::actors

@@ -73,7 +73,7 @@ struct connect_options {
 
 /// Connects to the engine a dallyd publishes at `host:port`. The handle
 /// speaks `engine_actor` and is a local stand-in for the node's engine
-/// (see `spawn_client_guard`): requests too large for the node fail with
+/// (see `client_guard_for`): requests too large for the node fail with
 /// request_too_large, and when the node dies or the connection drops,
 /// requests still waiting fail at once with unavailable and the handle
 /// exits (monitor it to find out).

@@ -597,6 +597,61 @@ BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
   self->send_exit(consumer, caf::exit_reason::user_shutdown);
 }
 
+/// Whether a stats request through `engine` is answered.
+bool answers_stats(caf::scoped_actor& self, const dally::engine_actor& engine) {
+  bool answered = false;
+  self
+    ->request(engine, std::chrono::seconds{10}, dally::actors::stats_request{})
+    .receive([&](dally::actors::stats_reply&) { answered = true; },
+             [&](caf::error& err) {
+               BOOST_ERROR("stats: " << dally::actors::describe(err));
+             });
+  return answered;
+}
+
+BOOST_AUTO_TEST_CASE(connecting_again_reuses_the_stand_in) {
+  // The middleman keeps every stand-in that has talked to the node alive
+  // with the connection, so a client that connects once per request would
+  // collect one per call if each call spawned its own.
+  using namespace dally;
+  temp_dir dir;
+  std::optional<node> n;
+  n.emplace(dir.str("data"), dir.str("dallyd1.log"));
+  caf::actor_system_config cfg;
+  actors::add_message_types(cfg);
+  actors::enable_network(cfg);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  auto first = actors::connect_engine(sys, "127.0.0.1", n->port());
+  BOOST_REQUIRE_MESSAGE(first, actors::describe(first.error()));
+  BOOST_REQUIRE(answers_stats(self, *first));
+  for (int i = 0; i < 20; ++i) {
+    auto again = actors::connect_engine(sys, "127.0.0.1", n->port());
+    BOOST_REQUIRE_MESSAGE(again, actors::describe(again.error()));
+    BOOST_CHECK(*again == *first);
+  }
+  // Another limit is another stand-in: the limit is what it enforces.
+  actors::connect_options other;
+  other.max_message_bytes = 1 << 20;
+  auto limited = actors::connect_engine(sys, "127.0.0.1", n->port(), other);
+  BOOST_REQUIRE_MESSAGE(limited, actors::describe(limited.error()));
+  BOOST_CHECK(*limited != *first);
+  BOOST_CHECK(answers_stats(self, *limited));
+  // Once the node is gone the stand-in has exited; connecting to its
+  // successor gets a new one that works.
+  self->monitor(*first);
+  BOOST_CHECK_EQUAL(n->stop(), 0);
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; },
+                caf::after(std::chrono::seconds{10}) >> [] {});
+  BOOST_REQUIRE(down);
+  n.emplace(dir.str("data"), dir.str("dallyd2.log"));
+  auto fresh = actors::connect_engine(sys, "127.0.0.1", n->port());
+  BOOST_REQUIRE_MESSAGE(fresh, actors::describe(fresh.error()));
+  BOOST_CHECK(*fresh != *first);
+  BOOST_CHECK(answers_stats(self, *fresh));
+}
+
 BOOST_FIXTURE_TEST_CASE(garbage_and_half_messages, fixture) {
   // Garbage: the node drops that connection and keeps serving.
   {
