@@ -3,6 +3,10 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/fwd.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
 #include <string>
 
 namespace dally::actors {
@@ -39,5 +43,24 @@ void prompt_outside_jobs(caf::actor_system_config& cfg);
 /// Which scheduler `sys` runs and with how many workers, for a start-up log
 /// line: "prompt stealing, 4 workers", "CAF work sharing, 2 workers", ...
 std::string describe_scheduler(caf::actor_system& sys);
+
+/// Asks the kernel to run every thread the actor_system starts (workers,
+/// clock, the middleman's, detached actors) with a CPU slice of `slice`
+/// instead of its default (1.4 ms on two cores). Linux's EEVDF scheduler
+/// lets a woken thread with a shorter slice preempt a running one; with
+/// the default, a due timer or the worker that releases it can wait most
+/// of a slice for a core that another thread holds, a large part of a
+/// loaded node's p99 lateness (docs/benchmarks.md). Each thread sets its
+/// own slice as it starts (a CAF thread hook); the policy and nice value
+/// stay. Kernels before 6.12 ignore the request. Call it before creating
+/// the actor_system. The count returned grows by one for every thread
+/// that got the slice.
+std::shared_ptr<const std::atomic<size_t>>
+shorten_cpu_slices(caf::actor_system_config& cfg,
+                   std::chrono::microseconds slice);
+
+/// The CPU slice the kernel runs the calling thread with; zero where it
+/// keeps no slice per thread (before Linux 6.12).
+std::chrono::nanoseconds cpu_slice_of_this_thread();
 
 } // namespace dally::actors

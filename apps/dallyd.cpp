@@ -87,6 +87,7 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
+  size_t cpu_slice_us = 100;
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -162,7 +163,11 @@ public:
            "(default 1024)")
       .add(idle_eviction_ms, "idle-eviction-ms",
            "how long a connection must be silent before a new one may take "
-           "its place at --max-connections (default 10000)");
+           "its place at --max-connections (default 10000)")
+      .add(cpu_slice_us, "cpu-slice-us",
+           "CPU slice the kernel gives CAF's threads, so that a due timer "
+           "preempts sooner (Linux 6.12 and later); 0: the kernel's default "
+           "(default 100, at most 100000)");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -358,6 +363,10 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
+  // The kernel clamps a requested slice to [100 µs, 100 ms].
+  if (cfg.cpu_slice_us != 0 &&
+      (cfg.cpu_slice_us < 100 || cfg.cpu_slice_us > 100'000))
+    return "--cpu-slice-us must be 0 or in [100, 100000]";
   return std::nullopt;
 }
 
@@ -425,6 +434,10 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
 /// actor done, every connection closed) when it returns.
 int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
           const sigset_t& stop_signals) {
+  std::shared_ptr<const std::atomic<size_t>> shortened;
+  if (cfg.cpu_slice_us > 0)
+    shortened = actors::shorten_cpu_slices(
+      cfg, std::chrono::microseconds{cfg.cpu_slice_us});
   caf::actor_system sys{cfg};
   log_line("scheduler: " + actors::describe_scheduler(sys));
   auto t0 = std::chrono::steady_clock::now();
@@ -439,6 +452,14 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
                     .count();
   log_line("engine started in " + std::to_string(start_ms) + " ms");
   log_recovery(sys, engine->handle());
+  if (shortened) {
+    // Every CAF thread has run its start hook by now: the engine answered.
+    auto n = shortened->load();
+    log_line(n > 0 ? "CPU slice: " + std::to_string(cfg.cpu_slice_us) +
+                       " us for " + std::to_string(n) + " CAF threads"
+                   : std::string{"CPU slice: the kernel's default (no slice "
+                                 "per thread before Linux 6.12)"});
+  }
   actors::publish_options popts;
   popts.max_message_bytes = cfg.max_message_bytes;
   popts.on_refused = [](const std::string& peer, uint64_t claimed_bytes) {

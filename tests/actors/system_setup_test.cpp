@@ -249,3 +249,41 @@ BOOST_AUTO_TEST_CASE(prompt_workers_run_every_job_workers_hand_each_other) {
   actors::prompt_outside_jobs(cfg);
   pass_back_rings(cfg);
 }
+
+BOOST_AUTO_TEST_CASE(cpu_slices_shorten_for_cafs_threads_only) {
+  auto callers_slice = actors::cpu_slice_of_this_thread();
+  // Linux 6.12 and later report the default slice of every fair thread;
+  // older kernels keep none per thread and ignore the request.
+  bool per_thread = callers_slice.count() > 0;
+  caf::actor_system_config cfg;
+  actors::prompt_outside_jobs(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  auto shortened = actors::shorten_cpu_slices(cfg, 300us);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  // An argument: CAF 0.17 spawns a function without any through a null
+  // pointer, which the sanitizers report.
+  auto reporter = sys.spawn(
+    [](caf::event_based_actor*, int) -> caf::behavior {
+      return {[](int) { return actors::cpu_slice_of_this_thread().count(); }};
+    },
+    0);
+  int64_t workers_slice = -1;
+  self->request(reporter, 10s, 1)
+    .receive([&](int64_t ns) { workers_slice = ns; },
+             [](caf::error& err) { BOOST_ERROR(caf::to_string(err)); });
+  if (per_thread) {
+    // A worker sets it as it starts, before its first job.
+    BOOST_CHECK_EQUAL(workers_slice, 300'000);
+    // Both workers and the clock, each as soon as it runs.
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (shortened->load() < 3 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    BOOST_CHECK_GE(shortened->load(), 3u);
+  } else {
+    BOOST_CHECK_EQUAL(shortened->load(), 0u);
+  }
+  // The caller's own thread is not CAF's: untouched.
+  BOOST_CHECK(actors::cpu_slice_of_this_thread() == callers_slice);
+  self->send_exit(reporter, caf::exit_reason::user_shutdown);
+}

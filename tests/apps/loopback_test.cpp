@@ -239,6 +239,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   BOOST_CHECK(contains(dhelp.out, "--data-dir"));
   BOOST_CHECK(contains(dhelp.out, "caf-application.ini"));
   BOOST_CHECK(contains(dhelp.out, "--record-cache-mb"));
+  BOOST_CHECK(contains(dhelp.out, "--cpu-slice-us"));
   for (auto args : std::vector<std::vector<std::string>>{
          {"--bogus"},
          {"--durability=maybe"},
@@ -250,6 +251,8 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--max-message-bytes", "100000"},
          {"--max-message-bytes", "4294967296"},
          {"--record-cache-mb", "1048577"},
+         {"--cpu-slice-us", "50"},
+         {"--cpu-slice-us", "100001"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
     auto r = dallyd(args);
@@ -961,6 +964,8 @@ BOOST_AUTO_TEST_CASE(sigterm_then_restart_sees_tasks) {
     auto code = n.stop();
     BOOST_CHECK_MESSAGE(code == 0, "exit " << code << "; log:\n" << n.log());
     BOOST_CHECK(contains(n.log(), "stopped"));
+    // What the kernel granted CAF's threads: a count, or its default.
+    BOOST_CHECK(contains(n.log(), "CPU slice: "));
   }
   {
     // The lock is gone: a restart serves the same tasks.
