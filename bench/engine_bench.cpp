@@ -24,6 +24,8 @@
 //     a worker blocks) instead of actors::rest_idle_workers, as dallyd
 //   --caf-stock-stealing: CAF's work stealing instead of
 //     actors::prompt_outside_jobs, as dallyd
+//   --cpu-slice-us US: CAF's threads' CPU slice (actors::shorten_cpu_slices;
+//     100, as dallyd; 0: the kernel's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
 //   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
@@ -140,6 +142,9 @@ struct settings {
   bool caf_busy_polling = false;
   /// CAF's work stealing instead of actors::prompt_outside_jobs.
   bool caf_stock_stealing = false;
+  /// CPU slice of CAF's threads (actors::shorten_cpu_slices), as dallyd's
+  /// --cpu-slice-us; 0: the kernel's default.
+  uint32_t cpu_slice_us = 100;
   // Throughput.
   uint64_t tasks = 100'000;
   uint32_t producers = 2;
@@ -314,12 +319,13 @@ std::string child_args(const settings& s) {
     out << " --caf-busy-polling";
   if (s.caf_stock_stealing)
     out << " --caf-stock-stealing";
+  out << " --cpu-slice-us " << s.cpu_slice_us;
   return out.str();
 }
 
 /// An actor_system config with Dally's types, optionally the network,
-/// resting idle workers and the prompt scheduler (as dallyd) and
-/// --caf-threads.
+/// resting idle workers, the prompt scheduler and short CPU slices (as
+/// dallyd) and --caf-threads.
 struct caf_config : caf::actor_system_config {
   caf_config(const settings& s, bool network) {
     actors::add_message_types(*this);
@@ -329,6 +335,9 @@ struct caf_config : caf::actor_system_config {
       actors::rest_idle_workers(*this);
     if (!s.caf_stock_stealing)
       actors::prompt_outside_jobs(*this);
+    if (s.cpu_slice_us > 0)
+      actors::shorten_cpu_slices(*this,
+                                 std::chrono::microseconds{s.cpu_slice_us});
     if (s.caf_threads > 0)
       set("scheduler.max-threads", static_cast<size_t>(s.caf_threads));
     if (s.caf_max_throughput > 0)
@@ -1809,6 +1818,8 @@ settings parse(int argc, char** argv) {
       s.caf_busy_polling = true;
     else if (arg == "--caf-stock-stealing")
       s.caf_stock_stealing = true;
+    else if (arg == "--cpu-slice-us")
+      s.cpu_slice_us = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--caf-threads")
       s.caf_threads = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--runs")
@@ -1900,9 +1911,18 @@ int main(int argc, char** argv) {
   scratch_root = root_path;
   std::atexit(remove_scratch_root);
   std::ostringstream md;
-  md << "Machine: " << machine() << ". " << (s.quick ? "Quick run. " : "")
-     << "Scratch data in " << root_path << ".\n\n";
-  std::cout << "dally-engine-bench: " << machine() << std::endl;
+  std::string caf_threads =
+    std::string{"CAF: "} +
+    (s.caf_stock_stealing ? "CAF's work stealing" : "prompt stealing") +
+    (s.caf_busy_polling ? " with CAF's idle polling" : ", idle workers rest") +
+    ", CPU slice " +
+    (s.cpu_slice_us > 0 ? std::to_string(s.cpu_slice_us) + " µs"
+                        : std::string{"the kernel's default"});
+  md << "Machine: " << machine() << ". " << caf_threads << ". "
+     << (s.quick ? "Quick run. " : "") << "Scratch data in " << root_path
+     << ".\n\n";
+  std::cout << "dally-engine-bench: " << machine() << "\n"
+            << caf_threads << std::endl;
   double max_rate = 0;
   if (s.sections.count("throughput")) {
     std::cout << "throughput (" << s.tasks << " tasks per run, " << s.runs

@@ -11,6 +11,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -213,6 +214,8 @@ public:
     auto data = dir / "data";
     if (embedded_) {
       cfg_ = std::make_unique<client_config>(false);
+      // The engine's threads as dallyd runs them (--cpu-slice-us 100).
+      actors::shorten_cpu_slices(*cfg_, std::chrono::microseconds{100});
       sys_ = std::make_unique<caf::actor_system>(*cfg_);
       actors::engine_config ecfg;
       ecfg.data_dir = data.string();
