@@ -453,7 +453,8 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
   log_line("engine started in " + std::to_string(start_ms) + " ms");
   log_recovery(sys, engine->handle());
   if (shortened) {
-    // Every CAF thread has run its start hook by now: the engine answered.
+    // The workers have run their start hooks (the engine answered), and
+    // the clock and network threads started with them.
     auto n = shortened->load();
     log_line(n > 0 ? "CPU slice: " + std::to_string(cfg.cpu_slice_us) +
                        " us for " + std::to_string(n) + " CAF threads"

@@ -1315,8 +1315,10 @@ std::string lateness_section(const settings& s, double burst_rate,
     search_md
       << "### Maximum load: the highest stream rate kept up with\n\n"
       << "Streams (sync, nothing else pending, 1 s warm-up then "
-      << (s.quick ? 1 : 3) << " s measured) at rising rates from half the "
-      << "burst throughput, 15% per step; a stream keeps up when every task "
+      << (s.quick ? 1 : 3) << " s measured) at rising rates from "
+      << (burst_rate > 0 ? "half the burst throughput"
+                         : "50k tasks/s (the throughput section was skipped)")
+      << ", 15% per step; a stream keeps up when every task "
       << "is delivered, every schedule is answered before its task is due "
       << "and the median lateness is at most 5 ms (a stream the engine "
       << "cannot carry piles up and is seconds late at the median; a "
@@ -1338,8 +1340,11 @@ std::string lateness_section(const settings& s, double burst_rate,
                 << fixed(cpu_us, 1) << " | " << (ok ? "yes" : "no") << " |\n";
     }
     search_md << "\nSustained stream rate: **" << rate_str(found.rate)
-              << " tasks/s** (" << ratio_str(found.rate, burst_rate)
-              << " of the burst throughput).\n\n";
+              << " tasks/s**";
+    if (burst_rate > 0)
+      search_md << " (" << ratio_str(found.rate, burst_rate)
+                << " of the burst throughput)";
+    search_md << ".\n\n";
   }
   double rate = s.stream_rate > 0 ? s.stream_rate : s.load_factor * max_rate;
   if (rate <= 0)
