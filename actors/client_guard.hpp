@@ -27,7 +27,9 @@ constexpr uint64_t client_framing_bytes = 4096;
 /// The middleman keeps a stand-in that has sent to the node alive as long
 /// as the connection, whoever still holds it; so a running stand-in for the
 /// same system, proxy and limit is handed out again instead of a new one,
-/// and a client that connects again and again does not collect them.
+/// and a client that connects again and again does not collect them. An
+/// exit sent to it ends it for every holder; the next connect gets a new
+/// one.
 engine_actor client_guard_for(caf::actor_system& sys, engine_actor node,
                               uint64_t max_message_bytes);
 
