@@ -118,6 +118,14 @@ engine_actor::behavior_type client_guard(guard_actor self, engine_actor node,
   };
 }
 
+/// Whether `guard` has begun to exit: CAF marks an actor cleaned up before
+/// it tells its monitors and runs its attached functors.
+bool has_exited(const engine_actor& guard) {
+  auto* ptr = caf::actor_cast<caf::abstract_actor*>(guard);
+  return ptr->getf(caf::abstract_actor::is_cleaned_up_flag) ||
+         ptr->getf(caf::abstract_actor::is_terminated_flag);
+}
+
 /// The running stand-ins, so that `client_guard_for` hands one out again.
 /// An entry goes when its stand-in exits.
 class guard_registry {
@@ -132,8 +140,10 @@ public:
         if (e.sys != &sys || e.node != node.address() ||
             e.max_message_bytes != max_message_bytes)
           continue;
-        // Empty once the stand-in is gone; its exit erases the entry.
-        if (auto running = caf::actor_cast<engine_actor>(e.guard))
+        // Its exit erases the entry, but only after the down messages went
+        // out: one who saw a stand-in go down must not get it back.
+        auto running = caf::actor_cast<engine_actor>(e.guard);
+        if (running && !has_exited(running))
           return running;
       }
       // Hidden: the middleman keeps every actor that sent a message to a

@@ -640,6 +640,18 @@ BOOST_AUTO_TEST_CASE(connecting_again_reuses_the_stand_in) {
   BOOST_REQUIRE_MESSAGE(limited, actors::describe(limited.error()));
   BOOST_CHECK(*limited != *first);
   BOOST_CHECK(answers_stats(self, *limited));
+  // An exit ends a stand-in for every holder; the next connect gets a new
+  // one.
+  self->monitor(*limited);
+  self->send_exit(*limited, caf::exit_reason::user_shutdown);
+  bool gone = false;
+  self->receive([&](caf::down_msg&) { gone = true; },
+                caf::after(std::chrono::seconds{10}) >> [] {});
+  BOOST_REQUIRE(gone);
+  auto replaced = actors::connect_engine(sys, "127.0.0.1", n->port(), other);
+  BOOST_REQUIRE_MESSAGE(replaced, actors::describe(replaced.error()));
+  BOOST_CHECK(*replaced != *limited);
+  BOOST_CHECK(answers_stats(self, *replaced));
   // Once the node is gone the stand-in has exited; connecting to its
   // successor gets a new one that works.
   self->monitor(*first);
