@@ -1161,6 +1161,9 @@ int run(int argc, char** argv) {
   actors::enable_network(cfg);
   actors::rest_idle_workers(cfg);
   actors::prompt_outside_jobs(cfg);
+  // `consume` prints each delivery's lateness on arrival: its threads get
+  // the short CPU slice dallyd's have.
+  actors::shorten_cpu_slices(cfg, std::chrono::microseconds{100});
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;
