@@ -44,6 +44,11 @@ void prompt_outside_jobs(caf::actor_system_config& cfg);
 /// line: "prompt stealing, 4 workers", "CAF work sharing, 2 workers", ...
 std::string describe_scheduler(caf::actor_system& sys);
 
+/// The CPU slice dallyd asks for by default (`--cpu-slice-us`), and what
+/// dallyctl, the example and the benchmarks use "as dallyd": the shortest
+/// the kernel grants.
+constexpr std::chrono::microseconds default_cpu_slice{100};
+
 /// Asks the kernel to run every thread the actor_system starts (workers,
 /// clock, the middleman's, detached actors) with a CPU slice of `slice`
 /// instead of its default (1.4 ms on two cores). Linux's EEVDF scheduler

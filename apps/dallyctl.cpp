@@ -1163,7 +1163,7 @@ int run(int argc, char** argv) {
   actors::prompt_outside_jobs(cfg);
   // `consume` prints each delivery's lateness on arrival: its threads get
   // the short CPU slice dallyd's have.
-  actors::shorten_cpu_slices(cfg, std::chrono::microseconds{100});
+  actors::shorten_cpu_slices(cfg, actors::default_cpu_slice);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;

@@ -87,7 +87,7 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
-  size_t cpu_slice_us = 100;
+  size_t cpu_slice_us = actors::default_cpu_slice.count();
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}

@@ -144,7 +144,8 @@ struct settings {
   bool caf_stock_stealing = false;
   /// CPU slice of CAF's threads (actors::shorten_cpu_slices), as dallyd's
   /// --cpu-slice-us; 0: the kernel's default.
-  uint32_t cpu_slice_us = 100;
+  uint32_t cpu_slice_us =
+    static_cast<uint32_t>(actors::default_cpu_slice.count());
   // Throughput.
   uint64_t tasks = 100'000;
   uint32_t producers = 2;

@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   // CAF's threads run with a short CPU slice, so that a woken timer
   // preempts a busy thread sooner (Linux 6.12 and later; older kernels
   // ignore it).
-  actors::shorten_cpu_slices(cfg, std::chrono::microseconds{100});
+  actors::shorten_cpu_slices(cfg, actors::default_cpu_slice);
   caf::actor_system sys{cfg};
   actors::engine_config ecfg;
   ecfg.data_dir = argc > 1 ? argv[1] : "dally-embedded-data";

@@ -214,8 +214,8 @@ public:
     auto data = dir / "data";
     if (embedded_) {
       cfg_ = std::make_unique<client_config>(false);
-      // The engine's threads as dallyd runs them (--cpu-slice-us 100).
-      actors::shorten_cpu_slices(*cfg_, std::chrono::microseconds{100});
+      // The engine's threads as dallyd runs them (--cpu-slice-us).
+      actors::shorten_cpu_slices(*cfg_, actors::default_cpu_slice);
       sys_ = std::make_unique<caf::actor_system>(*cfg_);
       actors::engine_config ecfg;
       ecfg.data_dir = data.string();
