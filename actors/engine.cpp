@@ -503,6 +503,7 @@ storage::store_options shard_store_options(const engine_config& cfg,
   out.write_buffer_bytes = cfg.write_buffer_bytes;
   out.block_cache_bytes = cfg.block_cache_bytes;
   out.max_deferred_index = cfg.max_deferred_index;
+  out.btree_task_memtable = cfg.btree_task_memtable;
   out.background_at_low_priority = cfg.rocksdb_background_at_low_priority;
   out.file_system = cfg.file_system;
   return out;

@@ -117,6 +117,11 @@ struct engine_config {
   /// while the task is in memory (storage::store_options); 0: none.
   size_t max_deferred_index = size_t{1} << 16;
 
+  /// The `tasks` family's memtable as a B-tree (see
+  /// storage::store_options::btree_task_memtable); false: RocksDB's skip
+  /// list.
+  bool btree_task_memtable = true;
+
   /// RocksDB's flushes and compactions at the lowest CPU priority (see
   /// storage::store_options::background_at_low_priority: it applies to
   /// every RocksDB database in the process).

@@ -82,6 +82,7 @@ public:
   size_t max_queued_per_topic = 10'000;
   size_t max_unanswered_per_topic = 10'000;
   size_t write_buffer_mb = 16;
+  std::string task_memtable = "btree";
   size_t block_cache_mb = 32;
   size_t record_cache_mb = 32;
   size_t max_message_bytes = size_t{64} << 20;
@@ -149,6 +150,9 @@ public:
            "cap (default 10000)")
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
+      .add(task_memtable, "task-memtable",
+           "btree | skiplist: how RocksDB keeps the tasks' memtable "
+           "(default btree)")
       .add(block_cache_mb, "block-cache-mb",
            "RocksDB block cache per shard in MiB (default 32)")
       .add(record_cache_mb, "record-cache-mb",
@@ -348,6 +352,13 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
     return "--write-buffer-mb must be in [1, 65536]";
   out.write_buffer_bytes = cfg.write_buffer_mb << 20;
+  if (cfg.task_memtable == "btree")
+    out.btree_task_memtable = true;
+  else if (cfg.task_memtable == "skiplist")
+    out.btree_task_memtable = false;
+  else
+    return "--task-memtable must be btree or skiplist, not '" +
+           cfg.task_memtable + "'";
   if (cfg.block_cache_mb < 1 || cfg.block_cache_mb > 1 << 20)
     return "--block-cache-mb must be in [1, 1048576]";
   out.block_cache_bytes = cfg.block_cache_mb << 20;

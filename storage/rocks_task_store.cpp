@@ -28,6 +28,7 @@
 #include <rocksdb/write_batch.h>
 
 #include "proto/dally.pb.h"
+#include "storage/btree_memtable.hpp"
 #include "storage/record_codec.hpp"
 
 namespace dally::storage {
@@ -836,9 +837,20 @@ rocks_task_store::open(const store_options& opts) {
     rocksdb::NewBlockBasedTableFactory(table_options));
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
+  rocksdb::ColumnFamilyOptions tasks_cf_options = cf_options;
+  if (opts.btree_task_memtable) {
+    // The B-tree takes one writer at a time, as a store writes anyway.
+    db_options.allow_concurrent_memtable_write = false;
+    // Insert hints are the skip list's; the B-tree has no use for them.
+    tasks_cf_options.memtable_insert_with_hint_prefix_extractor.reset();
+    tasks_cf_options.memtable_factory =
+      std::make_shared<btree_memtable_factory>();
+  }
   for (const auto* name : cf_names)
     descriptors.emplace_back(
-      name, std::string_view{name} == "due" ? scan_cf_options : cf_options);
+      name, std::string_view{name} == "due"     ? scan_cf_options
+            : std::string_view{name} == "tasks" ? tasks_cf_options
+                                                : cf_options);
   // Families added by a newer version must be opened too, or RocksDB
   // refuses the store. A new store has none (and no list to read).
   std::vector<std::string> existing;

@@ -55,6 +55,14 @@ struct store_options {
   /// index again (a range scan of their records). 0: nothing is deferred.
   size_t max_deferred_index = 1 << 16;
 
+  /// Keeps the `tasks` family's memtable in a B-tree
+  /// (`btree_memtable_factory`) instead of RocksDB's skip list: acks delete
+  /// task keys in random order, and the skip list's search for each was the
+  /// largest single cost of a task (docs/benchmarks.md). Turns off
+  /// RocksDB's concurrent memtable writes, which a store (one writer) never
+  /// used. False: RocksDB's skip list, for comparison.
+  bool btree_task_memtable = true;
+
   /// Runs RocksDB's flushes and compactions at the lowest CPU priority
   /// (nice 19), so that under load they take the cores' idle time instead
   /// of delaying the shards' firing (measured in docs/benchmarks.md).

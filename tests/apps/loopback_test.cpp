@@ -240,6 +240,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   BOOST_CHECK(contains(dhelp.out, "caf-application.ini"));
   BOOST_CHECK(contains(dhelp.out, "--record-cache-mb"));
   BOOST_CHECK(contains(dhelp.out, "--cpu-slice-us"));
+  BOOST_CHECK(contains(dhelp.out, "--task-memtable"));
   for (auto args : std::vector<std::vector<std::string>>{
          {"--bogus"},
          {"--durability=maybe"},
@@ -253,6 +254,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--record-cache-mb", "1048577"},
          {"--cpu-slice-us", "50"},
          {"--cpu-slice-us", "100001"},
+         {"--task-memtable", "hash"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
     auto r = dallyd(args);
