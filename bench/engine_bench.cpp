@@ -27,6 +27,7 @@
 //   --cpu-slice-us US: CAF's threads' CPU slice (actors::shorten_cpu_slices;
 //     100, as dallyd; 0: the kernel's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
+//   --task-memtable btree|skiplist: the tasks' memtable (btree, as dallyd)
 //   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
 //     --durability sync,none --producers N (2) --outstanding N (4 requests
@@ -146,6 +147,8 @@ struct settings {
   /// --cpu-slice-us; 0: the kernel's default.
   uint32_t cpu_slice_us =
     static_cast<uint32_t>(actors::default_cpu_slice.count());
+  /// --task-memtable: storage::store_options::btree_task_memtable.
+  bool btree_task_memtable = true;
   // Throughput.
   uint64_t tasks = 100'000;
   uint32_t producers = 2;
@@ -320,7 +323,8 @@ std::string child_args(const settings& s) {
     out << " --caf-busy-polling";
   if (s.caf_stock_stealing)
     out << " --caf-stock-stealing";
-  out << " --cpu-slice-us " << s.cpu_slice_us;
+  out << " --cpu-slice-us " << s.cpu_slice_us << " --task-memtable "
+      << (s.btree_task_memtable ? "btree" : "skiplist");
   return out.str();
 }
 
@@ -360,6 +364,7 @@ actors::engine_config engine_cfg(const settings& s, const std::string& dir,
     cfg.write_buffer_bytes = s.write_buffer_bytes;
   if (s.fire_lead_ms >= 0)
     cfg.shard.fire_lead_ms = s.fire_lead_ms;
+  cfg.btree_task_memtable = s.btree_task_memtable;
   return cfg;
 }
 
@@ -986,6 +991,7 @@ fill_far_direct(const settings& s, const std::string& data_dir, uint64_t n,
     opts.durability = storage::durability::none;
     opts.write_buffer_bytes = defaults.write_buffer_bytes;
     opts.block_cache_bytes = defaults.block_cache_bytes;
+    opts.btree_task_memtable = s.btree_task_memtable;
     auto store = storage::rocks_task_store::open(opts);
     if (!store) {
       failed = true;
@@ -1826,7 +1832,12 @@ settings parse(int argc, char** argv) {
       s.caf_stock_stealing = true;
     else if (arg == "--cpu-slice-us")
       s.cpu_slice_us = static_cast<uint32_t>(std::stoul(next()));
-    else if (arg == "--caf-threads")
+    else if (arg == "--task-memtable") {
+      auto name = next();
+      if (name != "btree" && name != "skiplist")
+        die("--task-memtable must be btree or skiplist");
+      s.btree_task_memtable = name == "btree";
+    } else if (arg == "--caf-threads")
       s.caf_threads = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--runs")
       s.runs = std::max(1, std::stoi(next()));
@@ -1923,7 +1934,9 @@ int main(int argc, char** argv) {
     (s.caf_busy_polling ? " with CAF's idle polling" : ", idle workers rest") +
     ", CPU slice " +
     (s.cpu_slice_us > 0 ? std::to_string(s.cpu_slice_us) + " µs"
-                        : std::string{"the kernel's default"});
+                        : std::string{"the kernel's default"}) +
+    ". Tasks' memtable: " +
+    (s.btree_task_memtable ? "B-tree" : "RocksDB's skip list");
   md << "Machine: " << machine() << ". " << caf_threads << ". "
      << (s.quick ? "Quick run. " : "") << "Scratch data in " << root_path
      << ".\n\n";

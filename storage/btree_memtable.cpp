@@ -55,9 +55,10 @@ struct entry_less {
 
 using tree_type = absl::btree_set<entry, entry_less>;
 
-/// What a tree entry costs, nodes included (abseil's nodes are about
-/// three quarters full under random inserts).
-constexpr size_t bytes_per_entry = sizeof(entry) * 4 / 3 + 1;
+/// What a tree entry costs, nodes included: ascending inserts fill
+/// abseil's nodes, random ones (the acks' tombstones) split them to about
+/// half full; counted at two thirds full.
+constexpr size_t bytes_per_entry = sizeof(entry) * 3 / 2;
 
 class btree_rep : public rocksdb::MemTableRep {
 public:
