@@ -15,10 +15,14 @@ namespace dally::storage {
 /// that no longer takes writes (flushes read immutable ones): the owner
 /// must set `DBOptions::allow_concurrent_memtable_write = false`, which
 /// RocksDB enforces since this factory does not support concurrent inserts.
-/// A store is only ever used from its shard's thread, so this holds. No
-/// merge operator either: RocksDB deletes the iterator it asks for when it
-/// counts merge operands, but not the one of a point read, which this
-/// memtable therefore keeps per thread.
+/// A store is only ever used from its shard's thread, so this holds.
+///
+/// Also required of the column family: RocksDB's default (bytewise) key
+/// comparator, which the inline prefixes assume; no merge operator and no
+/// in-place updates (`inplace_update_support`): RocksDB deletes the
+/// iterator it asks for when it counts merge operands or updates in place,
+/// but not the one of a point read, which this memtable therefore keeps
+/// per thread. The store's families meet all three.
 class btree_memtable_factory : public rocksdb::MemTableRepFactory {
 public:
   using rocksdb::MemTableRepFactory::CreateMemTableRep;
