@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# CTest ab_dallyd: scripts/ab-dallyd.sh at a tiny scale.
+#  1. One pair of the same dallyd: both rows run and the summary counts
+#     the pair.
+#  2. A NEW that cannot start: the script exits 1 and names the failure.
+#  3. Bad usage exits 2.
+# Usage: ab_test.sh SOURCE_DIR DRIVER DALLYD WORK_DIR
+set -u
+src=$1
+driver=$2
+dallyd=$3
+work=$4
+
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+fail() {
+  echo "FAIL: $*" >&2
+  failures=$((failures + 1))
+}
+ab() {
+  DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$driver" \
+    bash "$src/scripts/ab-dallyd.sh" "$@"
+}
+tiny=(--durability periodic --tasks 2000 --max-delay-ms 200 --timeout-s 60)
+
+out=$(ab --pairs 1 "$dallyd" "$dallyd" "${tiny[@]}" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 0 ] || fail "a pair of working builds exited $rc"
+echo "$out" | grep -q "^| 1 | BASE | " || fail "no row for pair 1"
+echo "$out" | grep -q "^Over 1 pairs: " || fail "no summary over 1 pair"
+[ "$(grep -c $'^1\t' "$work/results/ab/pairs.tsv")" -eq 2 ] ||
+  fail "pairs.tsv does not hold both runs of pair 1"
+
+broken="$work/broken-dallyd"
+printf '#!/bin/sh\nexit 1\n' >"$broken"
+chmod +x "$broken"
+out=$(ab --pairs 1 "$dallyd" "$broken" "${tiny[@]}" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 1 ] || fail "a NEW that cannot start exited $rc, not 1"
+echo "$out" | grep -q "run failed with $broken" ||
+  fail "the failure does not name the build"
+
+ab "$dallyd" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "one build only exited $rc, not 2"
+ab --pairs 0 "$dallyd" "$dallyd" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] || fail "--pairs 0 exited $rc, not 2"
+
+if [ $failures -gt 0 ]; then
+  echo "$failures check(s) failed" >&2
+  exit 1
+fi
+echo "ab_dallyd: all checks passed"

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Two dallyd builds (or settings) against each other in alternating runs of
+# the peers benchmark's Dally row, on one machine in one session. A host
+# whose speed drifts within minutes (see docs/benchmarks.md) makes a single
+# run of each worthless; pairs taken back to back, their order swapped
+# every pair, let the drift cancel. Prints each pair and, over all pairs,
+# the median ratio NEW/BASE of end-to-end throughput and of dallyd's CPU
+# per task, and in how many pairs NEW was better.
+#
+# Usage: bash scripts/ab-dallyd.sh [--pairs N] BASE NEW [driver flags]
+#   BASE, NEW  dallyd executables; a wrapper script that execs dallyd with
+#              extra flags or environment compares settings, e.g.
+#                #!/bin/sh
+#                exec /path/to/dallyd --notifiers 1 "$@"
+#   --pairs N  pairs to run (default 12)
+#   driver flags replace the default workload
+#              (--durability periodic --tasks 300000 --max-delay-ms 1000);
+#              --systems dally and --pending-tasks 0 are always given.
+# Needs the Release build of dally-peers-bench (bash scripts/bench-peers.sh
+# builds it; or cmake --build build/bench --target dally-peers-bench).
+# Writes build/bench/results/ab/pairs.tsv (DALLY_BENCH_BUILD_DIR and
+# DALLY_PEERS_BENCH choose another build). Exit 1 if a run fails, 2 for
+# bad usage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pairs=12
+if [ "${1:-}" = "--pairs" ]; then
+  pairs=${2:?--pairs needs a count}
+  shift 2
+fi
+if [ $# -lt 2 ]; then
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+fi
+case "$pairs" in
+  '' | *[!0-9]* | 0)
+    echo "--pairs must be a positive count" >&2
+    exit 2
+    ;;
+esac
+# Absolute paths: the driver starts dallyd in its data directory.
+absolute() {
+  if [ ! -f "$1" ] || [ ! -x "$1" ]; then
+    echo "not an executable: $1" >&2
+    return 2
+  fi
+  echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+}
+base=$(absolute "$1") || exit 2
+new=$(absolute "$2") || exit 2
+shift 2
+workload=(--durability periodic --tasks 300000 --max-delay-ms 1000)
+if [ $# -gt 0 ]; then
+  workload=("$@")
+fi
+
+build=${DALLY_BENCH_BUILD_DIR:-build/bench}
+driver=${DALLY_PEERS_BENCH:-$build/bench/peers/dally-peers-bench}
+if [ ! -x "$driver" ]; then
+  echo "no $driver: build it with" >&2
+  echo "  cmake --build $build --target dally-peers-bench" >&2
+  exit 2
+fi
+out="$build/results/ab"
+scratch="$build/tmp/ab"
+mkdir -p "$out" "$scratch"
+scratch=$(cd "$scratch" && pwd)
+tsv="$out/pairs.tsv"
+printf 'pair\tbuild\te2e_per_s\tserver_cpu_us_per_task\tp99_ms\n' >"$tsv"
+
+# One run; prints "e2e_per_s cpu_us_per_task p99_ms" from the driver's
+# runs.tsv (columns by name, so that new columns do not shift them).
+run_one() {
+  local dallyd=$1 dir
+  dir=$(mktemp -d "$scratch/run.XXXXXX")
+  if ! "$driver" --systems dally --pending-tasks 0 "${workload[@]}" \
+    --out "$dir" --dir "$dir/data" --dallyd "$dallyd" >"$dir/console.txt" 2>&1; then
+    echo "run failed with $dallyd; its output: $dir/console.txt" >&2
+    return 1
+  fi
+  awk -F'\t' '
+    NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+    $col["system"] == "dally" {
+      printf "%s %.2f %s\n", $col["e2e_per_s"],
+        $col["server_cpu_s"] * 1e6 / $col["tasks"], $col["p99_ms"]
+    }' "$dir/runs.tsv"
+  rm -rf "$dir"
+}
+
+echo "| pair | first | BASE e2e tasks/s | NEW e2e tasks/s | BASE CPU µs/task | NEW CPU µs/task | BASE p99 ms | NEW p99 ms |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+for ((i = 1; i <= pairs; ++i)); do
+  if ((i % 2 == 1)); then
+    b=$(run_one "$base")
+    n=$(run_one "$new")
+    first=BASE
+  else
+    n=$(run_one "$new")
+    b=$(run_one "$base")
+    first=NEW
+  fi
+  read -r be bc bp <<<"$b"
+  read -r ne nc np <<<"$n"
+  printf '%d\tbase\t%s\t%s\t%s\n%d\tnew\t%s\t%s\t%s\n' \
+    "$i" "$be" "$bc" "$bp" "$i" "$ne" "$nc" "$np" >>"$tsv"
+  awk -v i="$i" -v f="$first" -v be="$be" -v ne="$ne" -v bc="$bc" \
+    -v nc="$nc" -v bp="$bp" -v np="$np" 'BEGIN {
+      printf "| %d | %s | %.1f k | %.1f k | %s | %s | %s | %s |\n",
+        i, f, be / 1000, ne / 1000, bc, nc, bp, np
+    }'
+done
+
+awk -F'\t' '
+  NR == 1 { next }
+  $2 == "base" { be[$1] = $3; bc[$1] = $4 }
+  $2 == "new" { ne[$1] = $3; nc[$1] = $4 }
+  function median(a, n,   i, j, t) {
+    for (i = 2; i <= n; ++i)
+      for (j = i; j > 1 && a[j - 1] > a[j]; --j) {
+        t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+      }
+    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+  }
+  END {
+    n = 0
+    for (p in be) {
+      ++n
+      re[n] = ne[p] / be[p]
+      rc[n] = nc[p] / bc[p]
+      faster += ne[p] > be[p]
+      cheaper += nc[p] < bc[p]
+    }
+    printf "\nOver %d pairs: NEW/BASE end to end %.3f (median ratio), NEW faster in %d;", n, median(re, n), faster
+    printf " CPU per task %.3f, NEW cheaper in %d.\n", median(rc, n), cheaper
+  }' "$tsv"
+echo "Per run: $tsv"
