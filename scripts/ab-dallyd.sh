@@ -13,8 +13,9 @@
 #                #!/bin/sh
 #                exec /path/to/dallyd --notifiers 1 "$@"
 #   --pairs N  pairs to run (default 12)
-#   driver flags replace the default workload
-#              (--durability periodic --tasks 300000 --max-delay-ms 1000);
+#   driver flags replace the default workload, the peers benchmark's own
+#              scale (--durability periodic --tasks 1000000 --max-delay-ms
+#              1000; shorter runs reached opposite verdicts on 26 Nov);
 #              --systems dally and --pending-tasks 0 are always given.
 # Needs the Release build of dally-peers-bench (bash scripts/bench-peers.sh
 # builds it; or cmake --build build/bench --target dally-peers-bench).
@@ -30,7 +31,7 @@ if [ "${1:-}" = "--pairs" ]; then
   shift 2
 fi
 if [ $# -lt 2 ]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
 case "$pairs" in
@@ -50,7 +51,7 @@ absolute() {
 base=$(absolute "$1") || exit 2
 new=$(absolute "$2") || exit 2
 shift 2
-workload=(--durability periodic --tasks 300000 --max-delay-ms 1000)
+workload=(--durability periodic --tasks 1000000 --max-delay-ms 1000)
 if [ $# -gt 0 ]; then
   workload=("$@")
 fi
