@@ -123,6 +123,19 @@ awk -F'\t' '
       }
     return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
   }
+  # Two-sided sign test: the chance of a split at least this uneven if
+  # either build were as likely to win a pair.
+  function sign_p(k, n,   lo, i, c, tail) {
+    lo = k < n - k ? k : n - k
+    c = 1
+    tail = 0
+    for (i = 0; i <= lo; ++i) {
+      tail += c
+      c = c * (n - i) / (i + 1)
+    }
+    tail = 2 * tail / 2 ^ n
+    return tail > 1 ? 1 : tail
+  }
   END {
     n = 0
     for (p in be) {
@@ -132,7 +145,7 @@ awk -F'\t' '
       faster += ne[p] > be[p]
       cheaper += nc[p] < bc[p]
     }
-    printf "\nOver %d pairs: NEW/BASE end to end %.3f (median ratio), NEW faster in %d;", n, median(re, n), faster
-    printf " CPU per task %.3f, NEW cheaper in %d.\n", median(rc, n), cheaper
+    printf "\nOver %d pairs: NEW/BASE end to end %.3f (median ratio), NEW faster in %d (sign test p = %.3f);", n, median(re, n), faster, sign_p(faster, n)
+    printf " CPU per task %.3f, NEW cheaper in %d (p = %.3f).\n", median(rc, n), cheaper, sign_p(cheaper, n)
   }' "$tsv"
 echo "Per run: $tsv"
