@@ -80,12 +80,18 @@ run_one() {
     echo "run failed with $dallyd; its output: $dir/console.txt" >&2
     return 1
   fi
-  awk -F'\t' '
+  local row
+  row=$(awk -F'\t' '
     NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-    $col["system"] == "dally" {
+    col["system"] && col["tasks"] && $col["system"] == "dally" {
       printf "%s %.2f %s\n", $col["e2e_per_s"],
         $col["server_cpu_s"] * 1e6 / $col["tasks"], $col["p99_ms"]
-    }' "$dir/runs.tsv"
+    }' "$dir/runs.tsv" 2>/dev/null || true)
+  if [ -z "$row" ]; then
+    echo "no Dally row in $dir/runs.tsv (a driver of another version?)" >&2
+    return 1
+  fi
+  echo "$row"
   rm -rf "$dir"
 }
 

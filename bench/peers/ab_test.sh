@@ -3,7 +3,8 @@
 #  1. One pair of the same dallyd: both rows run and the summary counts
 #     the pair.
 #  2. A NEW that cannot start: the script exits 1 and names the failure.
-#  3. Bad usage exits 2.
+#  3. A driver that reports no Dally row: exit 1, said so.
+#  4. Bad usage exits 2.
 # Usage: ab_test.sh SOURCE_DIR DRIVER DALLYD WORK_DIR
 set -u
 src=$1
@@ -42,6 +43,27 @@ echo "$out"
 [ $rc -eq 1 ] || fail "a NEW that cannot start exited $rc, not 1"
 echo "$out" | grep -q "run failed with $broken" ||
   fail "the failure does not name the build"
+
+# A driver that succeeds but reports no Dally row (another version's
+# columns): exit 1, said so.
+odd_driver="$work/odd-driver"
+cat >"$odd_driver" <<'DRIVER'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do
+  if [ "$1" = "--out" ]; then
+    mkdir -p "$2"
+    printf 'name\tvalue\nsomething\t1\n' >"$2/runs.tsv"
+  fi
+  shift
+done
+DRIVER
+chmod +x "$odd_driver"
+out=$(DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$odd_driver" \
+  bash "$src/scripts/ab-dallyd.sh" --pairs 1 "$dallyd" "$dallyd" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 1 ] || fail "a driver without a Dally row: exit $rc, not 1"
+echo "$out" | grep -q "no Dally row" || fail "a missing row is not named"
 
 ab "$dallyd" >/dev/null 2>&1
 rc=$?
