@@ -31,7 +31,9 @@ if [ "${1:-}" = "--pairs" ]; then
   shift 2
 fi
 if [ $# -lt 2 ]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
+  # The comment block at the top, without its '# '.
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' \
+    "$0" >&2
   exit 2
 fi
 case "$pairs" in
