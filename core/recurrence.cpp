@@ -98,9 +98,9 @@ result<recurrence> recurrence::fixed_rate(int64_t now_ms, int64_t period_ms,
   if (auto err = check_period(period_ms, limits, "period"))
     return err;
   recurrence rec;
-  rec.kind_ = recurrence_kind::fixed_rate;
-  rec.period_ms_ = period_ms;
-  if (auto err = apply_bounds(rec, now_ms, period_ms, bounds, limits))
+  auto& sched = start_building(rec, recurrence_kind::fixed_rate);
+  sched.period_ms = period_ms;
+  if (auto err = apply_bounds(rec, sched, now_ms, period_ms, bounds, limits))
     return err;
   return rec;
 }
@@ -111,9 +111,9 @@ result<recurrence> recurrence::fixed_delay(int64_t now_ms, int64_t period_ms,
   if (auto err = check_period(period_ms, limits, "period"))
     return err;
   recurrence rec;
-  rec.kind_ = recurrence_kind::fixed_delay;
-  rec.period_ms_ = period_ms;
-  if (auto err = apply_bounds(rec, now_ms, period_ms, bounds, limits))
+  auto& sched = start_building(rec, recurrence_kind::fixed_delay);
+  sched.period_ms = period_ms;
+  if (auto err = apply_bounds(rec, sched, now_ms, period_ms, bounds, limits))
     return err;
   return rec;
 }
@@ -124,11 +124,11 @@ result<recurrence> recurrence::intervals(int64_t now_ms,
                                          const recurrence_bounds& bounds,
                                          const task_limits& limits) {
   recurrence rec;
-  rec.kind_ = recurrence_kind::intervals;
-  rec.cyclic_ = cyclic;
-  if (auto err = apply_intervals(rec, std::move(intervals_ms), limits))
+  auto& sched = start_building(rec, recurrence_kind::intervals);
+  sched.cyclic = cyclic;
+  if (auto err = apply_intervals(sched, std::move(intervals_ms), limits))
     return err;
-  if (auto err = apply_bounds(rec, now_ms, 0, bounds, limits))
+  if (auto err = apply_bounds(rec, sched, now_ms, 0, bounds, limits))
     return err;
   return rec;
 }
@@ -141,14 +141,22 @@ result<recurrence> recurrence::cron(int64_t now_ms, std::string_view expression,
   if (!expr)
     return expr.err();
   recurrence rec;
-  rec.kind_ = recurrence_kind::cron;
-  rec.cron_.expr = std::make_shared<const cron_expression>(std::move(*expr));
-  if (auto err = apply_bounds(rec, now_ms, 0, bounds, limits))
+  auto& sched = start_building(rec, recurrence_kind::cron);
+  sched.cron = std::move(*expr);
+  if (auto err = apply_bounds(rec, sched, now_ms, 0, bounds, limits))
     return err;
   return rec;
 }
 
-error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
+recurrence::schedule& recurrence::start_building(recurrence& rec,
+                                                 recurrence_kind kind) {
+  auto sched = std::make_shared<schedule>();
+  rec.kind_ = kind;
+  rec.periodic_ = sched;
+  return *sched;
+}
+
+error recurrence::apply_bounds(recurrence& rec, schedule& sched, int64_t now_ms,
                                int64_t default_start_delay_ms,
                                const recurrence_bounds& bounds,
                                const task_limits& limits) {
@@ -164,9 +172,9 @@ error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
                      format_duration(start - now_ms) +
                      " after now; the maximum delay is " +
                      format_duration(limits.max_delay_ms)};
-    rec.start_ms_ = start;
+    sched.start_ms = start;
   } else if (auto start = add_time(now_ms, default_start_delay_ms)) {
-    rec.start_ms_ = *start;
+    sched.start_ms = *start;
   } else {
     return error{errc::invalid_time,
                  "default start (now " + format_time(now_ms) + " plus " +
@@ -174,11 +182,11 @@ error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
                    format_time(max_time_ms) +
                    ", the end of the supported range"};
   }
-  if (auto err = apply_end_and_count(rec, bounds.end_ms, bounds.max_count))
+  if (auto err = apply_end_and_count(sched, bounds.end_ms, bounds.max_count))
     return err;
   if (!rec.first_fire(now_ms)) {
-    std::string why = rec.end_ms_ ? " up to end " + format_time(*rec.end_ms_)
-                                  : " before " + format_time(max_time_ms);
+    std::string why = sched.end_ms ? " up to end " + format_time(*sched.end_ms)
+                                   : " before " + format_time(max_time_ms);
     return error{errc::no_occurrence, std::string{to_string(rec.kind_)} +
                                         " recurrence has no occurrence " +
                                         "after now " + format_time(now_ms) +
@@ -187,29 +195,29 @@ error recurrence::apply_bounds(recurrence& rec, int64_t now_ms,
   return {};
 }
 
-error recurrence::apply_end_and_count(recurrence& rec,
+error recurrence::apply_end_and_count(schedule& sched,
                                       std::optional<int64_t> end_ms,
                                       std::optional<uint64_t> max_count) {
   if (end_ms) {
     auto end = *end_ms;
     if (!is_valid_time(end))
       return bad_time("end", end);
-    if (end < rec.start_ms_)
+    if (end < sched.start_ms)
       return error{errc::invalid_time, "end " + format_time(end) +
                                          " is before start " +
-                                         format_time(rec.start_ms_)};
-    rec.end_ms_ = end;
+                                         format_time(sched.start_ms)};
+    sched.end_ms = end;
   }
   if (max_count) {
     if (*max_count == 0)
       return error{errc::invalid_count,
                    "max_count is 0; a recurrence must fire at least once"};
-    rec.max_count_ = max_count;
+    sched.max_count = max_count;
   }
   return {};
 }
 
-error recurrence::apply_intervals(recurrence& rec,
+error recurrence::apply_intervals(schedule& sched,
                                   std::vector<int64_t> intervals_ms,
                                   const task_limits& limits) {
   if (intervals_ms.empty())
@@ -220,8 +228,8 @@ error recurrence::apply_intervals(recurrence& rec,
                  "interval list has " + std::to_string(intervals_ms.size()) +
                    " entries; the maximum is " +
                    std::to_string(limits.max_intervals)};
-  rec.offsets_ms_.clear();
-  rec.offsets_ms_.reserve(intervals_ms.size());
+  sched.offsets_ms.clear();
+  sched.offsets_ms.reserve(intervals_ms.size());
   int64_t sum = 0;
   for (size_t i = 0; i < intervals_ms.size(); ++i) {
     auto what = "interval " + std::to_string(i);
@@ -232,9 +240,9 @@ error recurrence::apply_intervals(recurrence& rec,
       return error{errc::invalid_time, "intervals 0 to " + std::to_string(i) +
                                          " add up to more than int64 ms"};
     sum = *next;
-    rec.offsets_ms_.push_back(sum);
+    sched.offsets_ms.push_back(sum);
   }
-  rec.intervals_ms_ = std::move(intervals_ms);
+  sched.intervals_ms = std::move(intervals_ms);
   return {};
 }
 
@@ -246,11 +254,11 @@ result<recurrence> recurrence::restore(const recurrence_fields& fields) {
     .max_intervals = std::numeric_limits<size_t>::max(),
   };
   recurrence rec;
-  rec.kind_ = fields.kind;
   switch (fields.kind) {
     case recurrence_kind::at:
       if (!is_valid_time(fields.at_ms))
         return bad_time("due time", fields.at_ms);
+      rec.kind_ = fields.kind;
       rec.at_ms_ = fields.at_ms;
       return rec;
     case recurrence_kind::after:
@@ -262,49 +270,58 @@ result<recurrence> recurrence::restore(const recurrence_fields& fields) {
                        " is negative or reaches before " +
                        format_time(min_time_ms) + " from due time " +
                        format_time(fields.at_ms)};
+      rec.kind_ = fields.kind;
       rec.at_ms_ = fields.at_ms;
       rec.delay_ms_ = fields.delay_ms;
       return rec;
     case recurrence_kind::fixed_rate:
     case recurrence_kind::fixed_delay:
-      if (auto err = check_period(fields.period_ms, unlimited, "period"))
-        return err;
-      rec.period_ms_ = fields.period_ms;
-      break;
     case recurrence_kind::intervals:
-      if (auto err = apply_intervals(rec, fields.intervals_ms, unlimited))
-        return err;
-      rec.cyclic_ = fields.cyclic;
+    case recurrence_kind::cron:
       break;
-    case recurrence_kind::cron: {
-      auto expr = cron_expression::parse(fields.cron, fields.zone);
-      if (!expr)
-        return expr.err();
-      rec.cron_.expr =
-        std::make_shared<const cron_expression>(std::move(*expr));
-      break;
-    }
     default:
       return error{errc::invalid_period,
                    "recurrence kind " +
                      std::to_string(static_cast<int>(fields.kind)) +
                      " is unknown"};
   }
+  auto& sched = start_building(rec, fields.kind);
+  switch (fields.kind) {
+    case recurrence_kind::fixed_rate:
+    case recurrence_kind::fixed_delay:
+      if (auto err = check_period(fields.period_ms, unlimited, "period"))
+        return err;
+      sched.period_ms = fields.period_ms;
+      break;
+    case recurrence_kind::intervals:
+      if (auto err = apply_intervals(sched, fields.intervals_ms, unlimited))
+        return err;
+      sched.cyclic = fields.cyclic;
+      break;
+    default: {
+      auto expr = cron_expression::parse(fields.cron, fields.zone);
+      if (!expr)
+        return expr.err();
+      sched.cron = std::move(*expr);
+      break;
+    }
+  }
   if (!is_valid_time(fields.start_ms))
     return bad_time("start", fields.start_ms);
-  rec.start_ms_ = fields.start_ms;
-  if (auto err = apply_end_and_count(rec, fields.end_ms, fields.max_count))
+  sched.start_ms = fields.start_ms;
+  if (auto err = apply_end_and_count(sched, fields.end_ms, fields.max_count))
     return err;
   return rec;
 }
 
 std::optional<int64_t> recurrence::first_fire(int64_t now_ms) const {
+  const auto& sched = periodic();
   switch (kind_) {
     case recurrence_kind::at:
     case recurrence_kind::after:
       return at_ms_;
     case recurrence_kind::fixed_delay:
-      return start_ms_;
+      return sched.start_ms;
     case recurrence_kind::fixed_rate:
     case recurrence_kind::intervals:
       // At or after now: strictly after now - 1 (now >= 0, no overflow).
@@ -317,11 +334,12 @@ std::optional<int64_t> recurrence::first_fire(int64_t now_ms) const {
 
 std::optional<int64_t> recurrence::next_fire(int64_t after_ms,
                                              uint64_t fired_count) const {
+  const auto& sched = periodic();
   // Nothing lies strictly after the end of the supported range; returning
   // early also keeps the arithmetic below far from int64 limits.
   if (after_ms >= max_time_ms)
     return std::nullopt;
-  if (max_count_ && fired_count >= *max_count_)
+  if (sched.max_count && fired_count >= *sched.max_count)
     return std::nullopt;
   std::optional<int64_t> next;
   switch (kind_) {
@@ -331,12 +349,13 @@ std::optional<int64_t> recurrence::next_fire(int64_t after_ms,
         next = at_ms_;
       break;
     case recurrence_kind::fixed_delay:
-      next = add_time(std::max<int64_t>(after_ms, min_time_ms), period_ms_);
-      if (next && *next < start_ms_)
-        next = start_ms_;
+      next =
+        add_time(std::max<int64_t>(after_ms, min_time_ms), sched.period_ms);
+      if (next && *next < sched.start_ms)
+        next = sched.start_ms;
       break;
     case recurrence_kind::intervals:
-      if (!cyclic_ && fired_count >= intervals_ms_.size())
+      if (!sched.cyclic && fired_count >= sched.intervals_ms.size())
         return std::nullopt;
       next = next_interval_point(after_ms);
       break;
@@ -345,7 +364,7 @@ std::optional<int64_t> recurrence::next_fire(int64_t after_ms,
       next = next_point(after_ms);
       break;
   }
-  if (next && end_ms_ && *next > *end_ms_)
+  if (next && sched.end_ms && *next > *sched.end_ms)
     return std::nullopt;
   return next;
 }
@@ -359,43 +378,45 @@ recurrence::next_after_completion(int64_t due_ms, int64_t completed_ms,
 }
 
 std::optional<int64_t> recurrence::next_point(int64_t after_ms) const {
+  const auto& sched = periodic();
   if (kind_ == recurrence_kind::cron) {
     // At or after start: strictly after start - 1 (start >= 0).
-    return cron_.expr->next_after(std::max(after_ms, start_ms_ - 1));
+    return sched.cron->next_after(std::max(after_ms, sched.start_ms - 1));
   }
-  if (after_ms < start_ms_)
-    return start_ms_;
-  auto steps = (after_ms - start_ms_) / period_ms_ + 1;
-  auto offset = checked_mul(steps, period_ms_);
+  if (after_ms < sched.start_ms)
+    return sched.start_ms;
+  auto steps = (after_ms - sched.start_ms) / sched.period_ms + 1;
+  auto offset = checked_mul(steps, sched.period_ms);
   if (!offset)
     return std::nullopt;
-  return add_time(start_ms_, *offset);
+  return add_time(sched.start_ms, *offset);
 }
 
 std::optional<int64_t> recurrence::next_interval_point(int64_t after_ms) const {
-  auto first = add_time(start_ms_, offsets_ms_.front());
+  const auto& sched = periodic();
+  auto first = add_time(sched.start_ms, sched.offsets_ms.front());
   if (!first)
     return std::nullopt;
   if (after_ms < *first)
     return first;
-  auto cycle_ms = offsets_ms_.back();
-  auto elapsed_ms = after_ms - start_ms_;
+  auto cycle_ms = sched.offsets_ms.back();
+  auto elapsed_ms = after_ms - sched.start_ms;
   auto pass = elapsed_ms / cycle_ms;
   auto rest_ms = elapsed_ms % cycle_ms;
   // The first occurrence of this pass later than rest_ms; there is one,
-  // since rest_ms < cycle_ms == offsets_ms_.back().
-  auto index =
-    std::upper_bound(offsets_ms_.begin(), offsets_ms_.end(), rest_ms) -
-    offsets_ms_.begin();
-  if (!cyclic_ && pass > 0)
+  // since rest_ms < cycle_ms == the last offset.
+  auto index = std::upper_bound(sched.offsets_ms.begin(),
+                                sched.offsets_ms.end(), rest_ms) -
+               sched.offsets_ms.begin();
+  if (!sched.cyclic && pass > 0)
     return std::nullopt;
   auto pass_start = checked_mul(pass, cycle_ms);
   if (!pass_start)
     return std::nullopt;
-  auto offset = checked_add(*pass_start, offsets_ms_[index]);
+  auto offset = checked_add(*pass_start, sched.offsets_ms[index]);
   if (!offset)
     return std::nullopt;
-  return add_time(start_ms_, *offset);
+  return add_time(sched.start_ms, *offset);
 }
 
 } // namespace dally::core

@@ -190,46 +190,85 @@ public:
   int64_t delay_ms() const noexcept { return delay_ms_; }
 
   /// fixed_rate/fixed_delay: the period.
-  int64_t period_ms() const noexcept { return period_ms_; }
+  int64_t period_ms() const noexcept { return periodic().period_ms; }
 
   /// Periodic kinds: the resolved start (defaults applied).
-  int64_t start_ms() const noexcept { return start_ms_; }
+  int64_t start_ms() const noexcept { return periodic().start_ms; }
 
-  const std::optional<int64_t>& end_ms() const noexcept { return end_ms_; }
+  const std::optional<int64_t>& end_ms() const noexcept {
+    return periodic().end_ms;
+  }
 
   const std::optional<uint64_t>& max_count() const noexcept {
-    return max_count_;
+    return periodic().max_count;
   }
 
   /// intervals: the gaps as given.
   const std::vector<int64_t>& intervals_ms() const noexcept {
-    return intervals_ms_;
+    return periodic().intervals_ms;
   }
 
   /// intervals: whether the list repeats.
-  bool cyclic() const noexcept { return cyclic_; }
+  bool cyclic() const noexcept { return periodic().cyclic; }
 
   /// cron: the parsed expression (text and zone name), else nullptr.
-  const cron_expression* cron_expr() const noexcept { return cron_.expr.get(); }
+  const cron_expression* cron_expr() const noexcept {
+    const auto& expr = periodic().cron;
+    return expr ? &*expr : nullptr;
+  }
 
-  friend bool operator==(const recurrence&, const recurrence&) = default;
+  /// Equal kind and fields (a shared schedule compares by value).
+  friend bool operator==(const recurrence& x, const recurrence& y) {
+    return x.kind_ == y.kind_ && x.at_ms_ == y.at_ms_ &&
+           x.delay_ms_ == y.delay_ms_ &&
+           (x.periodic_ == y.periodic_ || x.periodic() == y.periodic());
+  }
 
 private:
+  /// What only the periodic kinds use. Shared and immutable once built, so
+  /// that a one-shot task's recurrence stays a few words (a shard keeps
+  /// thousands of task records in memory and copies them) and the copies
+  /// of a periodic one share a single block.
+  struct schedule {
+    int64_t period_ms = 0;
+    int64_t start_ms = 0;
+    std::optional<int64_t> end_ms;
+    std::optional<uint64_t> max_count;
+    std::vector<int64_t> intervals_ms;
+    /// intervals: offsets of one pass's occurrences from start (running
+    /// sums of intervals_ms); derived, not persisted.
+    std::vector<int64_t> offsets_ms;
+    bool cyclic = false;
+    std::optional<cron_expression> cron;
+
+    friend bool operator==(const schedule&, const schedule&) = default;
+  };
+
+  /// The schedule, or an empty one for at/after.
+  const schedule& periodic() const noexcept {
+    static const schedule none;
+    return periodic_ ? *periodic_ : none;
+  }
+
+  /// Gives `rec` a fresh schedule of `kind` and returns it for the
+  /// factory to fill in before the value escapes.
+  static schedule& start_building(recurrence& rec, recurrence_kind kind);
+
   /// Validates now and the bounds, resolves the start (default: now +
   /// default_start_delay_ms) and checks that something is left to fire.
-  static error apply_bounds(recurrence& rec, int64_t now_ms,
+  static error apply_bounds(recurrence& rec, schedule& sched, int64_t now_ms,
                             int64_t default_start_delay_ms,
                             const recurrence_bounds& bounds,
                             const task_limits& limits);
 
   /// Validates and sets the optional end (not before the start) and count.
-  static error apply_end_and_count(recurrence& rec,
+  static error apply_end_and_count(schedule& sched,
                                    std::optional<int64_t> end_ms,
                                    std::optional<uint64_t> max_count);
 
   /// Validates the intervals (each positive and within limits, sum without
   /// overflow) and sets them with their running sums.
-  static error apply_intervals(recurrence& rec,
+  static error apply_intervals(schedule& sched,
                                std::vector<int64_t> intervals_ms,
                                const task_limits& limits);
 
@@ -241,25 +280,8 @@ private:
   recurrence_kind kind_ = recurrence_kind::at;
   int64_t at_ms_ = 0;
   int64_t delay_ms_ = 0;
-  int64_t period_ms_ = 0;
-  int64_t start_ms_ = 0;
-  std::optional<int64_t> end_ms_;
-  std::optional<uint64_t> max_count_;
-  std::vector<int64_t> intervals_ms_;
-  /// intervals: offsets of one pass's occurrences from start (running sums
-  /// of intervals_ms_); derived, not persisted.
-  std::vector<int64_t> offsets_ms_;
-  bool cyclic_ = false;
-  /// Shared and immutable: the copies a shard makes of a task (staging, its
-  /// record cache) share one parsed expression, and a recurrence stays
-  /// small for the tasks without one. Compared by value.
-  struct shared_cron {
-    std::shared_ptr<const cron_expression> expr;
-    friend bool operator==(const shared_cron& x, const shared_cron& y) {
-      return x.expr == y.expr || (x.expr && y.expr && *x.expr == *y.expr);
-    }
-  };
-  shared_cron cron_;
+  /// Null for at/after.
+  std::shared_ptr<const schedule> periodic_;
 };
 
 } // namespace dally::core

@@ -606,6 +606,25 @@ BOOST_AUTO_TEST_CASE(cron_recurrences_compare_by_value) {
   BOOST_TEST((ok(recurrence::at(t0)) == ok(recurrence::at(t0))));
 }
 
+BOOST_AUTO_TEST_CASE(periodic_fields_are_shared_and_one_shots_stay_small) {
+  // A shard keeps and copies thousands of task records: a one-shot's
+  // recurrence must not carry the periodic kinds' fields, and copies of a
+  // periodic one share them.
+  BOOST_TEST(sizeof(recurrence) <= 5 * sizeof(void*));
+  BOOST_TEST(ok(recurrence::at(t0)).intervals_ms().empty());
+  BOOST_TEST(!ok(recurrence::after(t0, second_ms)).end_ms());
+  auto x = ok(recurrence::intervals(t0, {second_ms, minute_ms}, true,
+                                    {.end_ms = t0 + hour_ms}));
+  auto copy = x;
+  BOOST_TEST(copy.intervals_ms().data() == x.intervals_ms().data());
+  BOOST_TEST((copy == x));
+  auto y = ok(recurrence::intervals(t0, {second_ms, minute_ms}, true,
+                                    {.end_ms = t0 + 2 * hour_ms}));
+  BOOST_TEST(!(y == x));
+  BOOST_TEST(*y.end_ms() == t0 + 2 * hour_ms);
+  BOOST_TEST(*x.end_ms() == t0 + hour_ms);
+}
+
 BOOST_AUTO_TEST_CASE(restore_ignores_now_and_limits) {
   // Exhausted by now and with a period above today's maximum delay: the
   // factories refuse both, a stored value still loads.

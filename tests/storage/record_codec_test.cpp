@@ -115,6 +115,13 @@ BOOST_AUTO_TEST_CASE(task_record_round_trips) {
   BOOST_TEST((ok(decode_task_record(ok(encode(rec)))) == rec));
 }
 
+BOOST_AUTO_TEST_CASE(a_task_record_stays_small) {
+  // Shards cache, copy and move records on every fire and ack; 104 bytes
+  // more per record cost about 5% of dallyd's CPU per streamed task (see
+  // docs/benchmarks.md, "Smaller task records").
+  BOOST_TEST(sizeof(task_record) <= 32 * sizeof(void*));
+}
+
 BOOST_AUTO_TEST_CASE(dead_letter_key_and_meta_round_trip) {
   dead_letter dead{sample_record(), t0 + 99, "max attempts (3) reached"};
   BOOST_TEST((ok(decode_dead_letter(ok(encode(dead)))) == dead));
