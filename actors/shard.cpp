@@ -74,7 +74,7 @@ int64_t wall_now(shard_actor* self) {
 
 void schedule_flush(shard_actor* self) {
   auto& st = self->state;
-  if (!st.flush_sent && st.logic->dirty()) {
+  if (!st.flush_sent && (st.logic->dirty() || !st.held.empty())) {
     st.flush_sent = true;
     self->send(self, flush_atom::value);
   }
@@ -105,11 +105,19 @@ void arm(shard_actor* self) {
       self, std::chrono::microseconds{delay_us}, wake_atom::value, gen);
 }
 
+/// Whether a reply must wait for the next commit: writes are staged, or
+/// an earlier commit nobody waited for still waits for its fsync (what the
+/// reply reports could still be lost).
+bool must_hold(shard_actor* self) {
+  auto& logic = *self->state.logic;
+  return logic.dirty() || logic.sync_pending();
+}
+
 /// Answers at once when nothing is staged, else after the next commit.
 template<class Reply>
 caf::result<Reply> answer(shard_actor* self, Reply value) {
   auto& st = self->state;
-  if (!st.logic->dirty())
+  if (!must_hold(self))
     return value;
   auto rp = self->make_response_promise<Reply>();
   st.held.emplace_back(
@@ -127,7 +135,7 @@ caf::result<Reply> answer(shard_actor* self, Reply value) {
 template<class Reply>
 caf::result<Reply> fail(shard_actor* self, const core::error& err) {
   auto& st = self->state;
-  if (!st.logic->dirty())
+  if (!must_hold(self))
     return to_caf(err);
   auto rp = self->make_response_promise<Reply>();
   st.held.emplace_back(
@@ -183,11 +191,29 @@ bool restart_if_write_failed(shard_actor* self) {
   return true;
 }
 
+/// Arms the housekeeping if it is not armed: a periodic store, or a sync
+/// one with a commit nobody waited for, must sync within its period after
+/// a write.
+void arm_maintain(shard_actor* self) {
+  auto& st = self->state;
+  if (st.maintain_armed)
+    return;
+  auto delay = maintain_interval;
+  if (st.setup.store.durability == storage::durability::periodic ||
+      st.logic->sync_pending())
+    delay = std::min(delay, std::chrono::milliseconds{std::max<int64_t>(
+                              1, st.setup.store.sync_period_ms)});
+  st.maintain_armed = true;
+  self->delayed_send(self, delay, maintain_atom::value);
+}
+
 void flush(shard_actor* self) {
   auto& st = self->state;
   st.flush_sent = false;
   auto now = wall_now(self);
-  auto res = st.logic->commit(now);
+  // With sync durability only a commit that someone waits for is fsync'd
+  // at once (see shard_logic::commit).
+  auto res = st.logic->commit(now, !st.held.empty());
   answer_held(self, res.err);
   if (res.err) {
     // The failed write is in doubt: it may still be on disk, and RocksDB
@@ -198,15 +224,7 @@ void flush(shard_actor* self) {
     return;
   }
   send_deliveries(self, res.deliveries);
-  if (!st.maintain_armed) {
-    // A periodic store must sync within its period after a write.
-    auto delay = maintain_interval;
-    if (st.setup.store.durability == storage::durability::periodic)
-      delay = std::min(delay, std::chrono::milliseconds{std::max<int64_t>(
-                                1, st.setup.store.sync_period_ms)});
-    st.maintain_armed = true;
-    self->delayed_send(self, delay, maintain_atom::value);
-  }
+  arm_maintain(self);
   arm(self);
 }
 
@@ -289,7 +307,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     // Flush what is staged so that held replies get their answer; then go.
     auto& st = self->state;
-    if (st.logic && st.logic->dirty())
+    if (st.logic && (st.logic->dirty() || !st.held.empty()))
       flush(self);
     if (st.store)
       st.store->sync();
@@ -320,7 +338,11 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
                         << ": maintenance failed: " << err << std::endl;
       // Also right after start: opening quarantines damaged records, and
       // a failed write there leaves the store unwritable.
-      restart_if_write_failed(self);
+      if (restart_if_write_failed(self))
+        return;
+      // A commit still waiting for its fsync (its period had not passed).
+      if (st.logic->sync_pending())
+        arm_maintain(self);
     },
     [self](schedule_request& req) -> caf::result<schedule_reply> {
       auto& st = self->state;
@@ -476,7 +498,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       self->state.logic->set_topic_available(msg.topic, msg.available);
       arm(self);
     },
-    [self](stats_atom) {
+    [self](stats_atom) -> caf::result<shard_stats_msg> {
       auto& logic = *self->state.logic;
       shard_stats_msg out;
       out.counters = logic.counters();
@@ -486,7 +508,11 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       auto store_stats = self->state.store->stats();
       out.memtable_bytes = store_stats.memtable_bytes;
       out.quarantined = store_stats.quarantined;
-      return out;
+      // What the counters report must survive a power loss: a commit that
+      // nobody waited for is fsync'd first.
+      if (!logic.sync_pending())
+        return out;
+      return answer(self, std::move(out));
     },
   };
 }

@@ -877,12 +877,23 @@ struct shard_logic::impl {
 
   // -- commit -----------------------------------------------------------------
 
-  commit_result commit(int64_t now_ms) {
+  commit_result commit(int64_t now_ms, bool answers_waiting) {
     commit_result out;
+    if (!store_.sync_pending())
+      unsynced_ids_.clear();
     if (batch_.empty() && fired_.empty()) {
+      // A reply must not report what a power loss could still take.
+      if (answers_waiting && store_.sync_pending()) {
+        if (auto err = store_.sync())
+          out.err = std::move(err);
+        else
+          unsynced_ids_.clear();
+      }
       clear_staging();
       return out;
     }
+    bool urgent = answers_waiting || must_sync_fires();
+    batch_.set_urgent(urgent);
     // A new task at or before the window's cursor enters the heap with the
     // commit, so the store may defer its index entry: a task acked soon
     // then never touches the index.
@@ -896,7 +907,14 @@ struct shard_logic::impl {
       now_ms, saturating_add(opts_.fire_lead_ms, fire_horizon_step_ms));
     if (!batch_.empty())
       store_.raise_fire_horizon(horizon_ms);
-    if (auto err = batch_.empty() ? core::error{} : store_.commit(batch_)) {
+    core::error err;
+    if (!batch_.empty())
+      err = store_.commit(batch_);
+    else if (urgent && store_.sync_pending())
+      // Nothing to write, but the fires must not rest on writes that a
+      // power loss could take.
+      err = store_.sync();
+    if (err) {
       // Every entry this batch took from the window or the leases goes
       // back: both are as they were before the batch.
       for (const auto& key : consumed_)
@@ -913,7 +931,12 @@ struct shard_logic::impl {
       return out;
     }
     if (!batch_.empty()) {
-      durable_horizon_ms_ = std::max(durable_horizon_ms_, horizon_ms);
+      // A horizon that a power loss could take must not let tasks fire
+      // without a write (see maybe_fired_before_restart).
+      if (store_.sync_pending())
+        note_unsynced_records();
+      else
+        durable_horizon_ms_ = std::max(durable_horizon_ms_, horizon_ms);
       ++counters_.commits;
     }
     // Before the batch's writes: a write of the same task supersedes what
@@ -930,6 +953,31 @@ struct shard_logic::impl {
     add_pending_counters();
     clear_staging();
     return out;
+  }
+
+  /// Whether the staged fires need the batch fsync'd before they go out: a
+  /// written fire does (a power loss would repeat its attempt), and so
+  /// does a first delivery without a write of a task whose stored record
+  /// still waits for its fsync (a power loss would repeat the delivery of
+  /// an occurrence the record made due, at the same attempt).
+  bool must_sync_fires() const {
+    for (const auto& f : fired_)
+      if (!f.unwritten || unsynced_ids_.contains(f.key.id))
+        return true;
+    return false;
+  }
+
+  /// After a commit that waits for its fsync: the tasks it left a live
+  /// record of, for must_sync_fires.
+  void note_unsynced_records() {
+    for (const auto& op : batch_.ops()) {
+      if (auto* x = std::get_if<storage::write_batch::replace_op>(&op))
+        unsynced_ids_.insert(x->after.task.id);
+      else if (auto* y = std::get_if<storage::write_batch::put_op>(&op))
+        unsynced_ids_.insert(y->rec.task.id);
+      else if (auto* z = std::get_if<storage::write_batch::revive_op>(&op))
+        unsynced_ids_.insert(z->rec.task.id);
+    }
   }
 
   /// Keeps the tracked leases and the record cache in line with a
@@ -1197,9 +1245,12 @@ struct shard_logic::impl {
     int64_t lease_deadline_ms = 0;
   };
   absl::flat_hash_map<core::task_id, fire_mark> unwritten_fires_;
-  /// The fire horizon of the last commit: tasks indexed up to it may fire
-  /// without a write.
+  /// The fire horizon of the last commit a power loss cannot take: tasks
+  /// indexed up to it may fire without a write.
   int64_t durable_horizon_ms_ = 0;
+  /// Tasks whose live record a commit that waits for its fsync wrote (see
+  /// storage::write_batch::urgent); empty once the store has synced.
+  absl::flat_hash_set<core::task_id> unsynced_ids_;
   /// The fire horizon the store was opened with: its pending tasks at
   /// attempt 0 indexed up to it may have been delivered by the last run.
   int64_t recovered_horizon_ms_ = 0;
@@ -1600,8 +1651,13 @@ bool shard_logic::dirty() const noexcept {
   return !impl_->batch_.empty() || !impl_->fired_.empty();
 }
 
-shard_logic::commit_result shard_logic::commit(int64_t now_ms) {
-  return impl_->commit(now_ms);
+bool shard_logic::sync_pending() const noexcept {
+  return impl_->store_.sync_pending();
+}
+
+shard_logic::commit_result shard_logic::commit(int64_t now_ms,
+                                               bool answers_waiting) {
+  return impl_->commit(now_ms, answers_waiting);
 }
 
 size_t shard_logic::cached_records() const noexcept {

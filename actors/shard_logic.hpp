@@ -235,7 +235,8 @@ public:
   int64_t next_wakeup_ms() const;
 
   /// Housekeeping, every second or so: forgets expired idempotency keys and
-  /// syncs a periodic-durability store when due. Writes to the store
+  /// syncs the store when due (periodic durability, or sync with a commit
+  /// waiting for its fsync). Writes to the store
   /// directly and may run while writes are staged: it deletes only keys
   /// that have expired, and a key the batch stages again lands after it.
   core::error maintain(int64_t now_ms);
@@ -258,10 +259,24 @@ public:
     std::vector<held_delivery> deliveries;
   };
 
+  /// Whether a commit that nobody waited for still waits for its fsync
+  /// (durability::sync only): a reply must wait for a commit then, even if
+  /// nothing is staged, since what it reports could still be lost.
+  bool sync_pending() const noexcept;
+
   /// Commits everything staged in one atomic write. Counters count only
   /// what a commit made durable; `fired` counts fires committed, held ones
   /// included (a reschedule before their due time undoes them).
-  commit_result commit(int64_t now_ms);
+  ///
+  /// `answers_waiting`: replies wait for this commit. With
+  /// durability::sync the store fsyncs the batch before it returns only if
+  /// they do or a delivery does (see storage::write_batch::urgent); then it
+  /// also fsyncs what earlier commits left waiting, even with nothing
+  /// staged. Settlements nobody waits an answer for (a batch consumer's
+  /// verdicts, expired leases) wait for the next such commit or for
+  /// `maintain`: a power loss may take them, and their tasks are then
+  /// delivered again.
+  commit_result commit(int64_t now_ms, bool answers_waiting = true);
 
   // -- state ------------------------------------------------------------------
 

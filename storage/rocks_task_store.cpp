@@ -914,7 +914,7 @@ core::error rocks_task_store::commit(const write_batch& batch) {
     if (auto err = s.add_op(builder, next, op))
       return err;
   next.unindexed_from = s.age_deferred(builder);
-  auto sync = s.opts.durability == durability::sync;
+  auto sync = s.opts.durability == durability::sync && batch.urgent();
   // Without a sync per commit, the id counter could be lost with unsynced
   // commits and their ids reused. The commit that first uses an id past the
   // durable reservation is fsync'd and moves the reservation well ahead.
@@ -954,7 +954,7 @@ core::error rocks_task_store::index_deferred() {
 
 core::error rocks_task_store::sync_if_due(int64_t now_ms) {
   auto& s = *impl_;
-  if (s.opts.durability != durability::periodic || !s.dirty)
+  if (s.opts.durability == durability::none || !s.dirty)
     return {};
   // A clock that went back counts as due rather than stalling the syncs.
   if (s.last_sync_ms && now_ms >= *s.last_sync_ms &&
@@ -964,6 +964,10 @@ core::error rocks_task_store::sync_if_due(int64_t now_ms) {
     return err;
   s.last_sync_ms = now_ms;
   return {};
+}
+
+bool rocks_task_store::sync_pending() const noexcept {
+  return impl_->opts.durability == durability::sync && impl_->dirty;
 }
 
 core::error rocks_task_store::sync() {

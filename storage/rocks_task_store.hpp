@@ -40,7 +40,9 @@ std::string encode_task_key(core::task_id id);
 ///   records that did not decode, kept for inspection.
 ///
 /// What an acknowledged commit survives (see durability):
-/// - sync: process crash and power loss; one fsync per commit.
+/// - sync: process crash and power loss; one fsync per urgent commit (the
+///   others, which nobody waits for, are fsync'd with the next urgent one
+///   or by `sync_if_due`).
 /// - periodic: process crash; a power loss loses the commits made since the
 ///   last `sync_if_due` that synced (at most `sync_period_ms` of them if the
 ///   owner calls it at least that often).
@@ -77,6 +79,8 @@ public:
   core::error sync_if_due(int64_t now_ms) override;
 
   core::error sync() override;
+
+  bool sync_pending() const noexcept override;
 
   core::error index_deferred() override;
 
@@ -119,7 +123,8 @@ public:
 
   const std::vector<quarantined_record>& quarantined() const override;
 
-  /// `syncs` counts fsyncs: one per commit with durability::sync, those of
+  /// `syncs` counts fsyncs: one per urgent commit with durability::sync
+  /// (and one per commit that fsyncs an id reservation), those of
   /// sync_if_due and sync, and one when open creates the store.
   store_stats stats() const override;
 

@@ -12,8 +12,12 @@ namespace dally::storage {
 
 /// When an acknowledged write is safe.
 enum class durability : uint8_t {
-  /// Every commit is fsync'd before it returns: nothing acknowledged is lost,
-  /// even by power loss. One fsync per batch (group commit).
+  /// Every urgent commit (one a reply or a delivery waits for, see
+  /// write_batch::urgent) is fsync'd before it returns: nothing
+  /// acknowledged is lost, even by power loss. One fsync per batch (group
+  /// commit). Other commits are fsync'd with the next urgent one or within
+  /// `sync_period_ms`; a power loss may take them, which at worst delivers
+  /// a task again.
   sync,
   /// Commits go to the OS at once and are fsync'd every `sync_period_ms`:
   /// a process crash loses nothing, a power loss loses at most the writes of
@@ -37,8 +41,9 @@ struct store_options {
 
   storage::durability durability = durability::sync;
 
-  /// With durability::periodic: the longest a write stays unsynced, given
-  /// that the owner calls `sync_if_due` at least this often.
+  /// With durability::periodic (and, for commits that are not urgent,
+  /// durability::sync): the longest a write stays unsynced, given that the
+  /// owner calls `sync_if_due` at least this often.
   int64_t sync_period_ms = 100;
 
   /// RocksDB memtable size per column family.

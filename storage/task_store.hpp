@@ -46,9 +46,10 @@ public:
   virtual ~task_store();
 
   /// Applies `batch` atomically (all or nothing) and returns once it is
-  /// durable at the configured level. Stamps every mutation with the
-  /// shard's epoch and the next sequence numbers and persists the shard
-  /// meta (id counter included) in the same atomic write.
+  /// durable at the configured level (with durability::sync, once it is
+  /// in the WAL if it is not urgent; see `write_batch::urgent`). Stamps every
+  /// mutation with the shard's epoch and the next sequence numbers and persists
+  /// the shard meta (id counter included) in the same atomic write.
   ///
   /// An error means the outcome is unknown, not that nothing happened: a
   /// batch whose WAL write landed but whose fsync failed is invisible now
@@ -56,9 +57,17 @@ public:
   /// as "in doubt" (clients retry with their idempotency key).
   virtual core::error commit(const write_batch& batch) = 0;
 
-  /// With durability::periodic: fsyncs if `sync_period_ms` has passed since
-  /// the last sync. A no-op for the other levels.
+  /// With durability::periodic, or with durability::sync while a commit
+  /// that was not urgent waits (see `sync_pending`): fsyncs if
+  /// `sync_period_ms` has passed since the last time it did. A no-op
+  /// otherwise.
   virtual core::error sync_if_due(int64_t now_ms) = 0;
+
+  /// With durability::sync: whether a commit that was not urgent (see
+  /// `write_batch::urgent`) still waits for its fsync, so that a power loss
+  /// could take it. Always false at the other levels, where no commit
+  /// waits for an fsync of its own.
+  virtual bool sync_pending() const noexcept = 0;
 
   /// Fsyncs whatever was written so far.
   virtual core::error sync() = 0;

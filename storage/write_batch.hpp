@@ -105,7 +105,20 @@ public:
 
   bool empty() const noexcept { return ops_.empty(); }
 
-  void clear() noexcept { ops_.clear(); }
+  /// Whether a reply or a delivery waits for this batch to be durable.
+  /// With durability::sync a store fsyncs each urgent batch before its
+  /// commit returns; a batch that is not urgent (verdicts nobody waits an
+  /// answer for, expired leases and keys) reaches the WAL at once, so a
+  /// process crash keeps it, and is fsync'd with the next urgent one or by
+  /// `sync_if_due`. True unless the owner says otherwise.
+  bool urgent() const noexcept { return urgent_; }
+
+  void set_urgent(bool x) noexcept { urgent_ = x; }
+
+  void clear() noexcept {
+    ops_.clear();
+    urgent_ = true;
+  }
 
   static due_key key_of(const task_record& rec) noexcept {
     return due_key{rec.index_ms(), rec.task.id};
@@ -113,6 +126,7 @@ public:
 
 private:
   std::vector<op> ops_;
+  bool urgent_ = true;
 };
 
 } // namespace dally::storage

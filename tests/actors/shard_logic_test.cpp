@@ -76,6 +76,8 @@ public:
 
   core::error sync() override { return inner_.sync(); }
 
+  bool sync_pending() const noexcept override { return inner_.sync_pending(); }
+
   core::error index_deferred() override { return inner_.index_deferred(); }
 
   core::error write_failure() const override { return inner_.write_failure(); }
@@ -178,13 +180,15 @@ struct fixture {
   std::unique_ptr<shard_logic> logic;
   release_queue releases;
   int64_t now = t0;
+  /// The store's durability level at the next open.
+  storage::durability durability = storage::durability::none;
 
   fixture() { open(); }
 
   void open() {
     storage::store_options so;
     so.path = (dir.path() / "shard").string();
-    so.durability = storage::durability::none;
+    so.durability = durability;
     so.write_buffer_bytes = 1 << 20;
     so.block_cache_bytes = 1 << 20;
     auto res = storage::rocks_task_store::open(so);
@@ -1942,6 +1946,84 @@ BOOST_FIXTURE_TEST_CASE(a_first_delivery_goes_out_without_a_write, fixture) {
   BOOST_TEST((stored(*rocks, c).state == task_state::in_flight));
   ack(d);
   BOOST_TEST(code_of(logic->get(a)) == errc::not_found);
+}
+
+BOOST_FIXTURE_TEST_CASE(at_sync_only_commits_someone_waits_for_are_fsynced,
+                        fixture) {
+  durability = storage::durability::sync;
+  restart();
+  auto syncs = [this] { return rocks->stats().syncs; };
+  // A commit nobody waits for: a batch consumer's verdict, say.
+  auto quiet_commit = [this] {
+    auto res = logic->commit(now, false);
+    BOOST_REQUIRE_MESSAGE(!res.err, "commit failed: " << res.err);
+    std::vector<v1::Delivery> out;
+    for (auto& item : res.deliveries)
+      out.push_back(std::move(item.delivery));
+    return out;
+  };
+  auto a = add(t0);
+  auto b = add(t0);
+  BOOST_TEST(!logic->sync_pending());
+  auto before = syncs();
+  BOOST_REQUIRE(!logic->fire(now));
+  auto got = quiet_commit();
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_TEST(syncs() == before, "first deliveries without a write");
+  // The first commit that is not fsync'd fsyncs an id reservation.
+  BOOST_REQUIRE(!logic->ack(now, ref_of(got[0])));
+  quiet_commit();
+  before = syncs();
+  BOOST_REQUIRE(!logic->ack(now, ref_of(got[1])));
+  quiet_commit();
+  BOOST_TEST(syncs() == before);
+  BOOST_TEST(logic->sync_pending());
+  BOOST_TEST(code_of(logic->get(a)) == errc::not_found);
+  BOOST_TEST(code_of(logic->get(b)) == errc::not_found);
+  // A reply waits for the fsync of what it reports, even with nothing
+  // staged.
+  BOOST_TEST(!logic->dirty());
+  BOOST_REQUIRE(!logic->commit(now, true).err);
+  BOOST_TEST(syncs() == before + 1);
+  BOOST_TEST(!logic->sync_pending());
+  // A written fire is fsync'd before it goes out: a power loss must not
+  // repeat its attempt.
+  auto once = add(single_attempt(request(), now)).id;
+  before = syncs();
+  BOOST_REQUIRE(!logic->fire(now));
+  got = quiet_commit();
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(got[0].id().task_id() == once);
+  BOOST_TEST(syncs() == before + 1);
+  BOOST_REQUIRE(!logic->ack(now, ref_of(got[0])));
+  quiet_commit();
+  // A recurrence: the ack writes the next occurrence without an fsync, so
+  // that occurrence's first delivery, though it writes nothing, must wait
+  // for one (else a power loss could deliver it again at attempt 1).
+  auto req = request();
+  req.mutable_when()->set_every_ms(100);
+  auto rec = add(req);
+  BOOST_REQUIRE(rec.due_ms == now + 100);
+  now = rec.due_ms;
+  BOOST_REQUIRE(!logic->fire(now));
+  got = quiet_commit();
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  now += 10;
+  before = syncs();
+  BOOST_REQUIRE(!logic->ack(now, ref_of(got[0])));
+  quiet_commit();
+  BOOST_TEST(syncs() == before);
+  BOOST_TEST(logic->sync_pending());
+  now = rec.due_ms + 100;
+  BOOST_REQUIRE(!logic->fire(now));
+  got = quiet_commit();
+  BOOST_REQUIRE_EQUAL(got.size(), 1u);
+  BOOST_TEST(got[0].id().occurrence() == 1u);
+  BOOST_TEST(got[0].attempt() == 1u);
+  BOOST_TEST((stored(*rocks, rec.id).state == task_state::pending),
+             "a first delivery without a write");
+  BOOST_TEST(syncs() == before + 1);
+  BOOST_TEST(!logic->sync_pending());
 }
 
 BOOST_FIXTURE_TEST_CASE(some_first_deliveries_are_written, fixture) {

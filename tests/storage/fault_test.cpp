@@ -150,10 +150,12 @@ public:
   }
 
   /// Commits `n` new tasks as one batch. On success the batch is
-  /// acknowledged; on failure it is in doubt.
-  dally::core::error commit_new(size_t n) {
+  /// acknowledged; on failure it is in doubt. `urgent`: see
+  /// write_batch::urgent.
+  dally::core::error commit_new(size_t n, bool urgent = true) {
     batch recs;
     write_batch wb;
+    wb.set_urgent(urgent);
     for (size_t i = 0; i < n; ++i) {
       recs.push_back(make_record(store_->allocate_id(), rng_));
       wb.put(recs.back());
@@ -504,6 +506,80 @@ BOOST_AUTO_TEST_CASE(sync_mode_loses_no_acknowledged_write) {
       }
       BOOST_CHECK_EQUAL(h.reused_acked_ids(), 0u);
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_mode_fsyncs_only_urgent_batches) {
+  // A batch nobody waits for reaches the WAL (a process crash keeps it)
+  // and is fsync'd by the next urgent batch or by sync_if_due.
+  harness h(durability::sync, 21);
+  // The first batch after an open that is not fsync'd and takes new ids
+  // fsyncs an id reservation instead, so that a power loss can never hand
+  // its ids out again.
+  auto reserve = [&h] {
+    auto before = h.store().stats().syncs;
+    BOOST_REQUIRE(!h.commit_new(1, false));
+    BOOST_TEST(h.store().stats().syncs == before + 1);
+    BOOST_TEST(!h.store().sync_pending());
+    h.mark_synced();
+  };
+  h.open();
+  reserve();
+  commit_batches(h, 3, 16);
+  BOOST_TEST(!h.store().sync_pending());
+  auto before = h.store().stats().syncs;
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_TEST(h.store().stats().syncs == before);
+  BOOST_TEST(h.store().sync_pending());
+  // A process crash loses nothing.
+  h.kill();
+  h.open();
+  h.verify_all();
+  reserve();
+  // Not urgent, then urgent: the urgent batch's fsync covers both.
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_TEST(h.store().sync_pending());
+  BOOST_REQUIRE(!h.commit_new(4, true));
+  BOOST_TEST(!h.store().sync_pending());
+  h.power_loss();
+  h.open();
+  h.verify_all();
+  reserve();
+  // Not urgent, then power loss: what was fsync'd before is intact, the
+  // rest may be lost.
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_TEST(h.store().sync_pending());
+  h.power_loss();
+  h.open();
+  h.verify_synced();
+  reserve();
+  // sync_if_due fsyncs a waiting batch once its period has passed.
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_TEST(h.store().sync_pending());
+  before = h.store().stats().syncs;
+  BOOST_REQUIRE(!h.store().sync_if_due(t0_ms));
+  BOOST_TEST(h.store().stats().syncs == before + 1);
+  BOOST_TEST(!h.store().sync_pending());
+  BOOST_REQUIRE(!h.commit_new(4, false));
+  BOOST_REQUIRE(!h.store().sync_if_due(t0_ms + 10));
+  BOOST_TEST(h.store().sync_pending()); // within the period
+  BOOST_REQUIRE(!h.store().sync_if_due(t0_ms + 100));
+  BOOST_TEST(!h.store().sync_pending());
+  h.mark_synced();
+  h.power_loss();
+  h.open();
+  h.verify_all();
+  BOOST_CHECK_EQUAL(h.reused_acked_ids(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(other_levels_never_report_a_pending_sync) {
+  for (auto level : {durability::periodic, durability::none}) {
+    harness h(level, 22);
+    h.open();
+    BOOST_REQUIRE(!h.commit_new(4, false));
+    BOOST_REQUIRE(!h.commit_new(4, true));
+    BOOST_TEST(!h.store().sync_pending());
   }
 }
 
