@@ -232,13 +232,10 @@ public:
       return;
     }
     std::vector<std::string> argv{
-      opts_.dallyd,  "--port",       "0",
-      "--address",   "127.0.0.1",    "--data-dir",
-      data.string(), "--durability", opts_.durability};
-    if (opts_.durability == "periodic") {
-      argv.push_back("--sync-period-ms");
-      argv.push_back(std::to_string(opts_.sync_period_ms));
-    }
+      opts_.dallyd, "--port", "0", "--address", "127.0.0.1", "--data-dir",
+      data.string(), "--durability", opts_.durability,
+      // With sync: the period of the writes nobody waits for.
+      "--sync-period-ms", std::to_string(opts_.sync_period_ms)};
     server_.emplace(argv, dir, opts_.log_path);
     auto line = server_->read_line(std::chrono::steady_clock::now() +
                                    std::chrono::seconds{60});

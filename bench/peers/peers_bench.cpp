@@ -20,7 +20,8 @@
 //   --consumer-batch K (64) --payload-bytes S (64)
 //   --dally-request-tasks N (256 tasks per schedule_batch request)
 //   --redis-move-batch N (500 members per mover script call)
-//   --sync-period-ms MS (50: Dally's periodic durability)
+//   --sync-period-ms MS (50: Dally's periodic durability, and with sync
+//                       the fsync of writes nobody waits for)
 //   --pending-tasks M (1000000; 0 skips the memory section)
 //   --pending-due-s S (3600) --pending-durability LEVEL (periodic)
 //   --timeout-s S (300 per run) --seed N (1)
@@ -657,8 +658,11 @@ std::string workload_line(const settings& s) {
       << s.popts.consumer_batch << "), acking every delivery at once. Redis "
       << "mover: one thread, script calls of up to " << s.popts.redis_move_batch
       << " members, in a tight loop while it moves something, else every "
-         "1 ms. Dally periodic: --sync-period-ms "
-      << s.popts.sync_period_ms << ". Seed " << s.seed << ".";
+         "1 ms. Dally: --sync-period-ms "
+      << s.popts.sync_period_ms
+      << " (periodic: the fsync period; sync: the longest a batch "
+         "consumer's verdicts wait for their fsync). Seed "
+      << s.seed << ".";
   return out.str();
 }
 
