@@ -1,5 +1,6 @@
 #include "storage/btree_memtable.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -21,27 +22,56 @@ using key_comparator = rocksdb::MemTableRep::KeyComparator;
 /// RocksDB's internal keys end in 8 bytes of sequence number and type.
 constexpr size_t internal_suffix_bytes = 8;
 
-/// The first 8 bytes of a user key as a big-endian number, zero-padded:
-/// ordering by it agrees with bytewise order wherever two prefixes differ
-/// (a tie, e.g. "ab" and "ab\0", goes to the full comparison).
-uint64_t prefix_of(const rocksdb::Slice& internal_key) {
-  auto size = internal_key.size() >= internal_suffix_bytes
-                ? internal_key.size() - internal_suffix_bytes
-                : 0;
-  uint64_t out = 0;
-  for (size_t i = 0; i < 8; ++i) {
-    out <<= 8;
-    if (i < size)
-      out |= static_cast<unsigned char>(internal_key.data()[i]);
-  }
-  return out;
-}
+/// RocksDB's largest sequence number (56 bits; the low byte of an internal
+/// key's suffix is the value type).
+constexpr uint64_t max_sequence = (uint64_t{1} << 56) - 1;
+
+/// User keys longer than this many bytes are ordered by the comparator
+/// once their inline prefixes tie.
+constexpr size_t inline_key_bytes = 8;
 
 struct entry {
+  /// The first 8 bytes of the user key as a big-endian number, zero-padded:
+  /// ordering by it agrees with bytewise order wherever two prefixes differ
+  /// (a tie, e.g. "ab" and "ab\0", goes to `rank`).
   uint64_t prefix;
+  /// The user key's length (capped at 9, "longer than the prefix") in the
+  /// top byte, then the sequence number inverted: for keys of up to 8
+  /// bytes, (prefix, rank) is the whole of RocksDB's order (user key
+  /// ascending, sequence descending). An ack's tombstone thus finds its
+  /// place beside its put without reading the put's key from the arena,
+  /// a likely cache miss this long after the put.
+  uint64_t rank;
   /// The memtable entry: length-prefixed internal key, then the value.
   const char* data;
 };
+
+entry make_entry(const rocksdb::Slice& internal_key, const char* data) {
+  auto size = internal_key.size() >= internal_suffix_bytes
+                ? internal_key.size() - internal_suffix_bytes
+                : 0;
+  uint64_t prefix = 0;
+  for (size_t i = 0; i < inline_key_bytes; ++i) {
+    prefix <<= 8;
+    if (i < size)
+      prefix |= static_cast<unsigned char>(internal_key.data()[i]);
+  }
+  uint64_t sequence = 0;
+  if (internal_key.size() >= internal_suffix_bytes) {
+    // The suffix is a little-endian fixed64 of (sequence << 8 | type).
+    const auto* suffix =
+      reinterpret_cast<const unsigned char*>(internal_key.data() + size);
+    for (size_t i = internal_suffix_bytes; i-- > 1;)
+      sequence = (sequence << 8) | suffix[i];
+  }
+  auto length = static_cast<uint64_t>(std::min(size, inline_key_bytes + 1));
+  return entry{prefix, (length << 56) | (max_sequence - sequence), data};
+}
+
+/// Whether an entry's user key lies wholly in its prefix.
+bool inline_key(const entry& e) {
+  return (e.rank >> 56) <= inline_key_bytes;
+}
 
 struct entry_less {
   const key_comparator* cmp;
@@ -49,6 +79,8 @@ struct entry_less {
   bool operator()(const entry& a, const entry& b) const {
     if (a.prefix != b.prefix)
       return a.prefix < b.prefix;
+    if (inline_key(a) && inline_key(b))
+      return a.rank < b.rank;
     return (*cmp)(a.data, b.data) < 0;
   }
 };
@@ -71,8 +103,8 @@ public:
 
   bool InsertKey(rocksdb::KeyHandle handle) override {
     const auto* data = static_cast<const char*>(handle);
-    auto [it, inserted] = tree_.insert(
-      entry{prefix_of(rocksdb::GetLengthPrefixedSlice(data)), data});
+    auto [it, inserted] =
+      tree_.insert(make_entry(rocksdb::GetLengthPrefixedSlice(data), data));
     if (inserted) {
       ++version_;
       bytes_.fetch_add(bytes_per_entry, std::memory_order_relaxed);
@@ -81,7 +113,7 @@ public:
   }
 
   bool Contains(const char* key) const override {
-    auto probe = entry{prefix_of(rocksdb::GetLengthPrefixedSlice(key)), key};
+    auto probe = make_entry(rocksdb::GetLengthPrefixedSlice(key), key);
     return tree_.find(probe) != tree_.end();
   }
 
@@ -187,7 +219,7 @@ private:
       scratch_.append(internal_key.data(), internal_key.size());
       memtable_key = scratch_.data();
     }
-    return entry{prefix_of(internal_key), memtable_key};
+    return make_entry(internal_key, memtable_key);
   }
 
   /// Takes the entry under the tree iterator as the position.
@@ -209,7 +241,7 @@ private:
   const btree_rep& rep_;
   tree_type::const_iterator it_;
   uint64_t version_;
-  entry at_{0, nullptr};
+  entry at_{0, 0, nullptr};
   bool valid_ = false;
   std::string scratch_;
 };
