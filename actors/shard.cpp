@@ -48,6 +48,10 @@ struct shard_state {
   std::vector<std::function<void(const core::error&)>> held;
   bool flush_sent = false;
   bool maintain_armed = false;
+  /// When the armed housekeeping comes; a sooner need re-arms it, and the
+  /// message of the generation it replaced is ignored.
+  caf::actor_clock::time_point maintain_at;
+  uint64_t maintain_generation = 0;
   /// The armed wake-up: its generation and wall-clock target.
   uint64_t wake_generation = 0;
   int64_t armed_ms = never_ms;
@@ -111,6 +115,13 @@ void arm(shard_actor* self) {
 bool must_hold(shard_actor* self) {
   auto& logic = *self->state.logic;
   return logic.dirty() || logic.sync_pending();
+}
+
+/// Whether the sender of the message being handled waits for its answer
+/// (a request; the engine forwards clients' requests as they came).
+bool awaited(shard_actor* self) {
+  const auto* element = self->current_mailbox_element();
+  return element != nullptr && element->mid.is_request();
 }
 
 /// Answers at once when nothing is staged, else after the next commit.
@@ -196,15 +207,20 @@ bool restart_if_write_failed(shard_actor* self) {
 /// a write.
 void arm_maintain(shard_actor* self) {
   auto& st = self->state;
-  if (st.maintain_armed)
-    return;
-  auto delay = maintain_interval;
+  std::chrono::milliseconds delay = maintain_interval;
   if (st.setup.store.durability == storage::durability::periodic ||
       st.logic->sync_pending())
     delay = std::min(delay, std::chrono::milliseconds{std::max<int64_t>(
                               1, st.setup.store.sync_period_ms)});
+  // Armed for the housekeeping interval when the first commit nobody
+  // waits for comes: its fsync must not wait that long.
+  auto at = self->clock().now() + delay;
+  if (st.maintain_armed && st.maintain_at <= at)
+    return;
   st.maintain_armed = true;
-  self->delayed_send(self, delay, maintain_atom::value);
+  st.maintain_at = at;
+  self->delayed_send(self, delay, maintain_atom::value,
+                     ++st.maintain_generation);
 }
 
 void flush(shard_actor* self) {
@@ -287,6 +303,14 @@ caf::result<change_reply> answer_change(shard_actor* self,
 }
 
 caf::result<empty_reply> answer_settle(shard_actor* self, core::error err) {
+  if (!awaited(self)) {
+    // A consumer's verdict the notifier forwards as a plain message: as
+    // with a batch's verdicts, nobody is told, so its commit need not be
+    // fsync'd at once (`sync` durability); a refused one is dropped.
+    if (!err)
+      schedule_flush(self);
+    return empty_reply{};
+  }
   if (err)
     return fail<empty_reply>(self, err);
   schedule_flush(self);
@@ -323,15 +347,18 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   self->send<caf::message_priority::high>(self, wake_atom::value,
                                           ++st.wake_generation);
   st.maintain_armed = true;
-  self->send(self, maintain_atom::value);
+  st.maintain_at = self->clock().now();
+  self->send(self, maintain_atom::value, ++st.maintain_generation);
   return {
     [self](flush_atom) { flush(self); },
     [self](wake_atom, uint64_t gen) {
       if (gen == self->state.wake_generation)
         wake(self);
     },
-    [self](maintain_atom) {
+    [self](maintain_atom, uint64_t generation) {
       auto& st = self->state;
+      if (generation != st.maintain_generation)
+        return; // Re-armed sooner since.
       st.maintain_armed = false;
       if (auto err = st.logic->maintain(wall_now(self)))
         caf::aout(self) << "dally shard " << st.setup.index

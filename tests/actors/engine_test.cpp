@@ -11,6 +11,7 @@
 #include <set>
 
 #include "engine_fixture.hpp"
+#include "storage/fault_fs.hpp"
 
 using namespace dally;
 using namespace dally::actors;
@@ -697,6 +698,48 @@ BOOST_AUTO_TEST_CASE(a_second_engine_on_the_same_data_fails_to_start) {
   BOOST_TEST(code_of(res.error()) == core::errc::store_locked, error_text(res));
   self()->send_exit(second, caf::exit_reason::user_shutdown);
   run();
+}
+
+BOOST_AUTO_TEST_CASE(with_sync_only_verdicts_someone_waits_for_are_fsynced) {
+  // A consumer's answer comes to the shard as a plain message from the
+  // notifier: nobody waits for its commit, which is fsync'd within the
+  // sync period. An ack a client sends through the engine is answered
+  // only after its fsync.
+  auto fs = std::make_shared<storage::fault_fs>();
+  auto cfg = small_config();
+  cfg.durability = storage::durability::sync;
+  cfg.sync_period_ms = 100;
+  cfg.file_system = fs;
+  engine_fixture f{cfg};
+  auto [consumer, log] = f.consumer("mail", verdict_mode::ack);
+  // First a task per shard: a store's first commit that is not fsync'd
+  // anyway fsyncs its id reservation.
+  auto warm_up = f.now_ms() + 1'000;
+  f.schedule_at("mail", warm_up);
+  f.schedule_at("mail", warm_up);
+  f.advance_to(warm_up + cfg.sync_period_ms);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  log->got.clear();
+  auto due = f.now_ms() + 1'000;
+  f.schedule_at("mail", due);
+  f.advance_to(due - 1);
+  auto before = fs->stats().syncs;
+  f.advance_to(due);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
+  BOOST_TEST(fs->stats().syncs == before);
+  f.advance_ms(cfg.sync_period_ms);
+  BOOST_TEST(fs->stats().syncs == before + 1);
+  BOOST_TEST(f.stats().acked() == 3u);
+
+  log->mode = verdict_mode::later;
+  auto due2 = f.now_ms() + 1'000;
+  f.schedule_at("mail", due2);
+  f.advance_to(due2);
+  BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
+  before = fs->stats().syncs;
+  auto res = f.call<empty_reply>(ack_request{ack_of(log->got[1])});
+  BOOST_REQUIRE_MESSAGE(res, error_text(res));
+  BOOST_TEST(fs->stats().syncs == before + 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
