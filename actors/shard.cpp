@@ -202,9 +202,9 @@ bool restart_if_write_failed(shard_actor* self) {
   return true;
 }
 
-/// Arms the housekeeping if it is not armed: a periodic store, or a sync
-/// one with a commit nobody waited for, must sync within its period after
-/// a write.
+/// Arms the housekeeping, or re-arms it sooner: a periodic store, or a
+/// sync one with a commit nobody waited for, must sync within its period
+/// after a write.
 void arm_maintain(shard_actor* self) {
   auto& st = self->state;
   std::chrono::milliseconds delay = maintain_interval;

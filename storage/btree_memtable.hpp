@@ -5,9 +5,10 @@
 namespace dally::storage {
 
 /// A RocksDB memtable kept in a B-tree (abseil's) whose entries carry the
-/// first 8 bytes of their user key inline, so that an insert compares
-/// against keys in the tree's own nodes instead of following a pointer per
-/// comparison as RocksDB's skip list does. Meant for the `tasks` family,
+/// first 8 bytes of their user key, its length and the sequence number
+/// inline, so that an insert compares against keys in the tree's own nodes
+/// instead of following a pointer per comparison as RocksDB's skip list
+/// does (for keys of up to 8 bytes, never). Meant for the `tasks` family,
 /// whose acks delete keys in random order: there the skip list's search
 /// was the largest single cost of a task (docs/benchmarks.md).
 ///

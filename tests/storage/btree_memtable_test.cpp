@@ -263,11 +263,10 @@ BOOST_AUTO_TEST_CASE(snapshots_see_the_version_of_their_time) {
   // RocksDB's comparator for longer ones: each snapshot must read exactly
   // the version written before it, deleted ones included.
   db_fixture f;
-  std::vector<std::string> keys{"",         "ab",          "ab\0\0",
-                                "abcdefgh", "abcdefgh\0",  "abcdefghi",
+  using namespace std::string_literals;
+  std::vector<std::string> keys{"",         "ab",          "ab\0\0"s,
+                                "abcdefgh", "abcdefgh\0"s, "abcdefghi",
                                 "abcdefgz", "\xff\xff\xff"};
-  keys[2] = std::string("ab\0\0", 4);
-  keys[4] = std::string("abcdefgh\0", 9);
   std::vector<const rocksdb::Snapshot*> snapshots;
   for (int version = 0; version < 12; ++version) {
     for (const auto& key : keys) {
