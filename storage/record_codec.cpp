@@ -280,11 +280,38 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg) {
 
 // -- bytes --------------------------------------------------------------------
 
+namespace {
+
+/// A TaskRecord message per thread, reused: Clear() keeps its strings and
+/// submessages, so encoding or decoding a record allocates for the record
+/// only, not six times over for the message (a record is encoded once per
+/// task at least). A payload beyond `kept_bytes` is not kept afterwards.
+v1::TaskRecord& scratch_task_record() {
+  thread_local v1::TaskRecord msg;
+  return msg;
+}
+
+constexpr size_t kept_bytes = 64 << 10;
+
+void trim(v1::TaskRecord& msg) {
+  if (msg.payload().capacity() > kept_bytes) {
+    msg.mutable_payload()->clear();
+    msg.mutable_payload()->shrink_to_fit();
+  }
+}
+
+} // namespace
+
 core::result<std::string> encode(const task_record& rec) {
-  v1::TaskRecord msg;
-  if (auto err = to_proto(rec, msg))
+  auto& msg = scratch_task_record();
+  auto err = to_proto(rec, msg);
+  std::string out;
+  if (!err)
+    out = msg.SerializeAsString();
+  trim(msg);
+  if (err)
     return err;
-  return msg.SerializeAsString();
+  return out;
 }
 
 core::result<std::string> encode(const dead_letter& dead) {
@@ -307,10 +334,14 @@ std::string encode(const shard_meta& meta) {
 }
 
 core::result<task_record> decode_task_record(std::string_view bytes) {
-  v1::TaskRecord msg;
-  if (!parse(msg, bytes))
+  auto& msg = scratch_task_record();
+  if (!parse(msg, bytes)) {
+    trim(msg);
     return unparsable("TaskRecord", bytes);
-  return from_proto(msg);
+  }
+  auto out = from_proto(msg);
+  trim(msg);
+  return out;
 }
 
 core::result<dead_letter> decode_dead_letter(std::string_view bytes) {
