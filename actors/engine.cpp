@@ -107,8 +107,21 @@ void check_ready(engine_impl_actor* self) {
 /// the request's order.
 void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<schedule_batch_reply>();
   auto n = req.pb.tasks_size();
+  const auto& tasks = req.pb.tasks();
+  if (n > 0 && st.shards[st.next_shard] &&
+      std::none_of(tasks.begin(), tasks.end(), [](const auto& task) {
+        return task.has_idempotency_key();
+      })) {
+    // The whole batch goes to one shard, whose reply is the answer: nothing
+    // to split and put back together (two copies of every task's request
+    // and result).
+    auto shard = st.next_shard;
+    st.next_shard = (st.next_shard + 1) % st.shards.size();
+    self->delegate(st.shards[shard], std::move(req));
+    return;
+  }
+  auto rp = self->make_response_promise<schedule_batch_reply>();
   struct pending {
     v1::ScheduleBatchReply reply;
     size_t parts_left = 0;

@@ -152,6 +152,65 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_its_error_and_changes_nothing) {
   BOOST_TEST(stats().scheduled() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(a_batch_is_answered_in_its_order_whole_or_split) {
+  // Without keys a batch goes whole to one shard (the next in turn); with
+  // keys it is split by shard and put back together. Either way result i
+  // answers task i, failures included.
+  auto due = now_ms() + 60'000;
+  auto make = [due](std::vector<std::string> keys) {
+    v1::ScheduleBatchRequest batch;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto* t = batch.add_tasks();
+      t->set_topic(i == 2 ? "" : "orders"); // The third is refused.
+      t->set_payload("p" + std::to_string(i));
+      t->mutable_when()->set_at_ms(due);
+      if (!keys[i].empty())
+        t->set_idempotency_key(keys[i]);
+    }
+    return batch;
+  };
+  auto check = [&](const v1::ScheduleBatchRequest& batch,
+                   const v1::ScheduleBatchReply& reply) {
+    BOOST_REQUIRE_EQUAL(reply.results_size(), batch.tasks_size());
+    std::set<uint64_t> shards;
+    for (int i = 0; i < batch.tasks_size(); ++i) {
+      const auto& r = reply.results(i);
+      if (i == 2) {
+        BOOST_REQUIRE(r.has_failure());
+        BOOST_TEST(r.failure().code() ==
+                   static_cast<uint32_t>(core::errc::invalid_topic));
+        continue;
+      }
+      BOOST_REQUIRE(r.has_scheduled());
+      v1::GetRequest get;
+      get.set_id(r.scheduled().id());
+      auto got = call<get_reply>(get_request{get});
+      BOOST_REQUIRE(got);
+      BOOST_TEST(got->pb.task().payload() == batch.tasks(i).payload());
+      shards.insert(r.scheduled().id() % 2);
+    }
+    return shards;
+  };
+  std::set<uint64_t> whole_shards;
+  for (int round = 0; round < 2; ++round) {
+    auto batch = make({"", "", "", "", ""});
+    auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+    BOOST_REQUIRE(res);
+    auto shards = check(batch, res->pb);
+    BOOST_TEST(shards.size() == 1u); // Whole, to one shard.
+    whole_shards.insert(shards.begin(), shards.end());
+  }
+  BOOST_TEST(whole_shards.size() == 2u); // The shards take turns.
+  auto keys = std::vector<std::string>{"a", "", "b", "c", "", "d", "e", "f"};
+  auto batch = make(keys);
+  auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+  BOOST_REQUIRE(res);
+  BOOST_TEST(check(batch, res->pb).size() == 2u); // Split over both.
+  auto empty = call<schedule_batch_reply>(schedule_batch_request{});
+  BOOST_REQUIRE(empty);
+  BOOST_TEST(empty->pb.results_size() == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_neither_its_shard_nor_others) {
   auto [slow, slow_log] = this->consumer("slow", verdict_mode::hang, 10);
   auto [fast, fast_log] = this->consumer("fast", verdict_mode::ack);
