@@ -103,8 +103,9 @@ void check_ready(engine_impl_actor* self) {
   }
 }
 
-/// Splits a batch by shard, sends each part, and puts the answers back in
-/// the request's order.
+/// Forwards a batch without idempotency keys whole to the next shard in
+/// turn; splits one with keys by shard, sends each part, and puts the
+/// answers back in the request's order.
 void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
   auto& st = self->state;
   auto n = req.pb.tasks_size();
@@ -113,9 +114,8 @@ void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
       std::none_of(tasks.begin(), tasks.end(), [](const auto& task) {
         return task.has_idempotency_key();
       })) {
-    // The whole batch goes to one shard, whose reply is the answer: nothing
-    // to split and put back together (two copies of every task's request
-    // and result).
+    // Its shard's reply is the answer: no copy of every task's request and
+    // result to split and put back together.
     auto shard = st.next_shard;
     st.next_shard = (st.next_shard + 1) % st.shards.size();
     self->delegate(st.shards[shard], std::move(req));
