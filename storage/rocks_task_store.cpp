@@ -172,6 +172,11 @@ public:
     keep(batch_.Delete(cfs_[cf], slice(key)));
   }
 
+  /// Erases a key that was put exactly once (see impl::put_once).
+  void erase_once_put(cf_id cf, std::string_view key) {
+    keep(batch_.SingleDelete(cfs_[cf], slice(key)));
+  }
+
   const rocksdb::Status& status() const noexcept { return status_; }
 
   rocksdb::WriteBatch& batch() noexcept { return batch_; }
@@ -249,6 +254,10 @@ struct rocks_task_store::impl {
   /// `scan_due` returns them with the index's own. Their entries may have
   /// been written before the crash, so settling one deletes it anyway.
   std::set<due_key> recovered;
+  /// Deferred tasks whose record a commit rewrote in place (a delivery, a
+  /// touch, a give-back that keeps the index entry): their key was put more
+  /// than once, so only a Delete may remove it (see put_once).
+  absl::flat_hash_set<core::task_id> rewritten;
   /// What the commit being built changes about the deferred entries; applied
   /// only once its write succeeded.
   struct deferred_changes {
@@ -257,11 +266,14 @@ struct rocks_task_store::impl {
     std::vector<core::task_id> added_order;
     /// Entries of `deferred` this batch writes or drops.
     absl::flat_hash_set<core::task_id> settled;
+    /// Records this batch rewrites in place.
+    absl::flat_hash_set<core::task_id> rewritten;
 
     void clear() {
       added.clear();
       added_order.clear();
       settled.clear();
+      rewritten.clear();
     }
   } changes;
   std::vector<quarantined_record> quarantined;
@@ -475,7 +487,26 @@ struct rocks_task_store::impl {
     if (auto it = deferred.find(id); it != deferred.end()) {
       recovered.erase(due_key{it->second, id});
       deferred.erase(it);
+      rewritten.erase(id);
     }
+  }
+
+  /// Whether the record of `id` was put exactly once, so that a
+  /// SingleDelete may remove it: when it meets that put in a flush or a
+  /// compaction, both vanish, where a Delete would leave a tombstone to
+  /// carry down every level. RocksDB leaves a SingleDelete undefined over
+  /// more than one put, so this holds only for a task whose entry is still
+  /// deferred by the put of this process (ids are never reused) and whose
+  /// record no commit has rewritten since. An entry recovered after a
+  /// crash does not count: what was written for it before is unknown.
+  bool put_once(core::task_id id) const {
+    if (rewritten.contains(id) || changes.rewritten.contains(id))
+      return false;
+    if (changes.added.contains(id))
+      return true;
+    auto it = deferred.find(id);
+    return it != deferred.end() && !changes.settled.contains(id) &&
+           !recovered.contains(due_key{it->second, id});
   }
 
   /// Defers the index entry of the new task `rec` if its owner allows it and
@@ -543,6 +574,9 @@ struct rocks_task_store::impl {
         deferred_order.push_back(id);
         last_deferred = id;
       }
+    for (auto id : changes.rewritten)
+      if (deferred.contains(id))
+        rewritten.insert(id);
     while (!deferred_order.empty() &&
            !deferred.contains(deferred_order.front()))
       deferred_order.pop_front();
@@ -566,6 +600,7 @@ struct rocks_task_store::impl {
     deferred.clear();
     deferred_order.clear();
     recovered.clear();
+    rewritten.clear();
     return {};
   }
 
@@ -639,15 +674,20 @@ struct rocks_task_store::impl {
         [&](const write_batch::replace_op& x) {
           // A delivery, touch or give-back keeps the index
           // entry (deferred or not): only the record changes.
-          if (x.before == write_batch::key_of(x.after))
+          if (x.before == write_batch::key_of(x.after)) {
+            changes.rewritten.insert(x.after.task.id);
             return put_value(stamped(x.after));
+          }
           if (!take_deferred(x.before.id))
             builder.erase(cf_due, encode_due(x.before));
           return put_record(stamped(x.after));
         },
         [&](const write_batch::erase_op& x) {
           ++next.last_seq;
-          builder.erase(cf_tasks, encode_task_key(x.key.id));
+          if (put_once(x.key.id))
+            builder.erase_once_put(cf_tasks, encode_task_key(x.key.id));
+          else
+            builder.erase(cf_tasks, encode_task_key(x.key.id));
           if (!take_deferred(x.key.id))
             builder.erase(cf_due, encode_due(x.key));
           return core::error{};
@@ -1286,6 +1326,24 @@ const shard_meta& rocks_task_store::meta() const noexcept {
 
 const std::vector<quarantined_record>& rocks_task_store::quarantined() const {
   return impl_->quarantined;
+}
+
+core::error rocks_task_store::flush(bool compact) {
+  auto& s = *impl_;
+  if (auto err = s.ensure_writable())
+    return err;
+  auto status = s.db->Flush(rocksdb::FlushOptions{}, s.handles);
+  if (!status.ok())
+    return from_status(status, "flushing " + s.where());
+  if (!compact)
+    return {};
+  for (auto* handle : s.handles) {
+    status = s.db->CompactRange(rocksdb::CompactRangeOptions{}, handle, nullptr,
+                                nullptr);
+    if (!status.ok())
+      return from_status(status, "compacting " + s.where());
+  }
+  return {};
 }
 
 store_stats rocks_task_store::stats() const {

@@ -128,6 +128,12 @@ public:
   /// sync_if_due and sync, and one when open creates the store.
   store_stats stats() const override;
 
+  /// Writes every family's memtable to a table file and waits for it; with
+  /// `compact`, then merges each family's files down to one level. RocksDB
+  /// does both in the background at its own pace; this lets a test reach
+  /// the states they create at a point it chooses.
+  core::error flush(bool compact = false);
+
 private:
   struct impl;
 
