@@ -1239,33 +1239,31 @@ BOOST_AUTO_TEST_CASE(a_task_put_once_and_acked_leaves_no_tombstone) {
   temp_dir dir;
   auto opts = options_for(dir);
   opts.max_deferred_index = 100;
-  auto store = open_ok(opts);
-  // Put with its entry deferred, then acked: the put and its erase vanish
-  // together in the flush, and no table file is written for them.
-  write_batch batch;
-  auto once = make_task(store->allocate_id(), t0);
-  put_deferred(batch, once);
-  commit_ok(*store, batch);
-  batch.clear();
-  batch.erase(once);
-  commit_ok(*store, batch);
-  BOOST_REQUIRE(!store->flush());
-  store.reset();
+  // Puts a task (its index entry deferred or written), acks it and
+  // flushes, in a session of its own.
+  auto put_and_ack = [&](bool deferred) {
+    auto store = open_ok(opts);
+    write_batch batch;
+    auto rec = make_task(store->allocate_id(), t0);
+    if (deferred)
+      put_deferred(batch, rec);
+    else
+      batch.put(rec);
+    commit_ok(*store, batch);
+    batch.clear();
+    batch.erase(rec);
+    commit_ok(*store, batch);
+    BOOST_REQUIRE(!store->flush());
+    return rec;
+  };
+  // Entry deferred: the put and its erase vanish together in the flush,
+  // and no table file is written for them.
+  auto once = put_and_ack(true);
   BOOST_TEST(task_table_files(dir) == 0u);
-  // Put with its entry written: the erase leaves a tombstone that the
-  // flush must write.
-  store = open_ok(opts);
-  batch.clear();
-  auto indexed = make_task(store->allocate_id(), t0);
-  batch.put(indexed);
-  commit_ok(*store, batch);
-  batch.clear();
-  batch.erase(indexed);
-  commit_ok(*store, batch);
-  BOOST_REQUIRE(!store->flush());
-  store.reset();
+  // Entry written: the erase leaves a tombstone that the flush writes.
+  auto indexed = put_and_ack(false);
   BOOST_TEST(task_table_files(dir) == 1u);
-  store = open_ok(opts);
+  auto store = open_ok(opts);
   BOOST_TEST(!ok(store->get(once.task.id)).has_value());
   BOOST_TEST(!ok(store->get(indexed.task.id)).has_value());
 }
