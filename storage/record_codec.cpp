@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 namespace dally::storage {
@@ -142,13 +143,33 @@ core::result<core::delivery_policy> from_proto(const v1::DeliveryPolicy& msg) {
 
 // -- task record --------------------------------------------------------------
 
+namespace {
+
+/// Clears `msg` like Clear(), which would delete its sub-messages: a
+/// reused message (the encoder's scratch) keeps them, three allocations
+/// fewer per record written. Every field to_proto writes is set anew.
+void clear_keeping_parts(v1::TaskRecord& msg) {
+  std::unique_ptr<v1::Recurrence> recurrence{msg.release_recurrence()};
+  std::unique_ptr<v1::DeliveryPolicy> policy{msg.release_policy()};
+  std::unique_ptr<v1::Stamp> stamp_msg{msg.release_stamp()};
+  msg.Clear();
+  if (recurrence)
+    msg.set_allocated_recurrence(recurrence.release());
+  if (policy)
+    msg.set_allocated_policy(policy.release());
+  if (stamp_msg)
+    msg.set_allocated_stamp(stamp_msg.release());
+}
+
+} // namespace
+
 core::error to_proto(const task_record& rec, v1::TaskRecord& out) {
   const auto& t = rec.task;
   if (!core::is_valid_utf8(t.topic))
     return core::error{core::errc::invalid_topic, "topic of task " +
                                                     std::to_string(t.id) +
                                                     " is not valid UTF-8"};
-  out.Clear();
+  clear_keeping_parts(out);
   out.set_id(t.id);
   out.set_topic(t.topic);
   out.set_payload(t.payload);
@@ -303,15 +324,23 @@ void trim(v1::TaskRecord& msg) {
 } // namespace
 
 core::result<std::string> encode(const task_record& rec) {
-  auto& msg = scratch_task_record();
-  auto err = to_proto(rec, msg);
   std::string out;
-  if (!err)
-    out = msg.SerializeAsString();
-  trim(msg);
-  if (err)
+  if (auto err = encode_stamped(rec, rec.stamp, out))
     return err;
   return out;
+}
+
+core::error encode_stamped(const task_record& rec, stamp at, std::string& out) {
+  auto& msg = scratch_task_record();
+  auto err = to_proto(rec, msg);
+  if (!err) {
+    msg.mutable_stamp()->set_epoch(at.epoch);
+    msg.mutable_stamp()->set_seq(at.seq);
+    out.clear();
+    msg.AppendToString(&out);
+  }
+  trim(msg);
+  return err;
 }
 
 core::result<std::string> encode(const dead_letter& dead) {

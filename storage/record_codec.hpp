@@ -70,6 +70,11 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg);
 /// The serialized TaskRecord; errors as for to_proto.
 core::result<std::string> encode(const task_record& rec);
 
+/// Serializes `rec` as carrying `at` for its stamp into `out`, whose
+/// capacity it reuses: the store's hot path stamps and encodes every
+/// record it writes without copying the record or allocating.
+core::error encode_stamped(const task_record& rec, stamp at, std::string& out);
+
 /// The serialized DeadLetter; errors as for to_proto.
 core::result<std::string> encode(const dead_letter& dead);
 

@@ -278,6 +278,9 @@ struct rocks_task_store::impl {
   } changes;
   std::vector<quarantined_record> quarantined;
   store_stats stats;
+  /// The record being encoded into a commit's batch (which copies it):
+  /// reused, so that a write allocates no buffer per record.
+  std::string value_scratch;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -645,15 +648,12 @@ struct rocks_task_store::impl {
 
   core::error add_op(batch_builder& builder, shard_meta& next,
                      const write_batch::op& op) {
-    auto stamped = [&next](task_record rec) {
-      rec.stamp = stamp{next.epoch, ++next.last_seq};
-      return rec;
-    };
-    auto put_value = [&builder](const task_record& rec) -> core::error {
-      auto bytes = encode(rec);
-      if (!bytes)
-        return bytes.err();
-      builder.put(cf_tasks, encode_task_key(rec.task.id), *bytes);
+    // Stamped as it is encoded: no copy of the record.
+    auto put_value = [&](const task_record& rec) -> core::error {
+      if (auto err = encode_stamped(rec, stamp{next.epoch, ++next.last_seq},
+                                    value_scratch))
+        return err;
+      builder.put(cf_tasks, encode_task_key(rec.task.id), value_scratch);
       return {};
     };
     auto put_record = [&](const task_record& rec) -> core::error {
@@ -666,21 +666,21 @@ struct rocks_task_store::impl {
       overloaded{
         [&](const write_batch::put_op& x) {
           if (defer(x))
-            return put_value(stamped(x.rec));
+            return put_value(x.rec);
           // Written now: any deferred entry of the id is settled.
           take_deferred(x.rec.task.id);
-          return put_record(stamped(x.rec));
+          return put_record(x.rec);
         },
         [&](const write_batch::replace_op& x) {
           // A delivery, touch or give-back keeps the index
           // entry (deferred or not): only the record changes.
           if (x.before == write_batch::key_of(x.after)) {
             changes.rewritten.insert(x.after.task.id);
-            return put_value(stamped(x.after));
+            return put_value(x.after);
           }
           if (!take_deferred(x.before.id))
             builder.erase(cf_due, encode_due(x.before));
-          return put_record(stamped(x.after));
+          return put_record(x.after);
         },
         [&](const write_batch::erase_op& x) {
           ++next.last_seq;
@@ -694,7 +694,7 @@ struct rocks_task_store::impl {
         },
         [&](const write_batch::bury_op& x) {
           auto dead = x.dead;
-          dead.record = stamped(std::move(dead.record));
+          dead.record.stamp = stamp{next.epoch, ++next.last_seq};
           auto bytes = encode(dead);
           if (!bytes)
             return bytes.err();
@@ -706,7 +706,7 @@ struct rocks_task_store::impl {
         },
         [&](const write_batch::revive_op& x) {
           builder.erase(cf_dead, encode_task_key(x.dead_id));
-          return put_record(stamped(x.rec));
+          return put_record(x.rec);
         },
         [&](const write_batch::drop_dead_op& x) {
           ++next.last_seq;
