@@ -1,5 +1,7 @@
 #include "actors/dispatcher.hpp"
 
+#include <absl/container/flat_hash_map.h>
+
 #include <algorithm>
 #include <deque>
 #include <limits>
@@ -104,7 +106,9 @@ struct dispatcher::impl {
   struct consumer_state {
     /// Topics listing it, in the order it joined them.
     std::vector<topic_state*> topics;
-    std::unordered_map<delivery_ref, held_entry, delivery_ref_hash> held;
+    /// Flat: a delivery's entry lives from its send to its answer, and a
+    /// node per delivery cost an allocation each.
+    absl::flat_hash_map<delivery_ref, held_entry, delivery_ref_hash> held;
   };
 
   using held_iterator = decltype(consumer_state::held)::iterator;
@@ -398,24 +402,27 @@ struct dispatcher::impl {
     auto& c = ci->second;
     auto subscribed = c.topics;
     leave_all(id, c, false, out);
-    std::vector<std::pair<uint64_t, delivery_ref>> held;
+    // In send order: the table's own order varies from run to run, and
+    // the simulator replays a seed only if this does not.
+    std::vector<std::pair<const delivery_ref*, const held_entry*>> held;
     held.reserve(c.held.size());
-    // Topics to pump, in a deterministic order (no pointer hashing order).
+    for (const auto& [ref, entry] : c.held)
+      held.emplace_back(&ref, &entry);
+    std::sort(held.begin(), held.end(), [](const auto& x, const auto& y) {
+      return x.second->seq < y.second->seq;
+    });
+    // Topics to pump: those it joined, then those it had left.
     std::vector<topic_state*> touched = std::move(subscribed);
     std::unordered_set<topic_state*> seen(touched.begin(), touched.end());
-    for (auto& [ref, entry] : c.held) {
-      held.emplace_back(entry.seq, ref);
-      auto& t = *entry.topic;
+    for (const auto& [ref, entry] : held) {
+      out.requeue.push_back(*ref);
+      auto& t = *entry->topic;
       t.departed.erase(id);
       --t.in_flight;
       --total_;
       if (seen.insert(&t).second)
         touched.push_back(&t);
     }
-    std::sort(held.begin(), held.end(),
-              [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (auto& [seq, ref] : held)
-      out.requeue.push_back(ref);
     consumers_.erase(ci);
     for (auto* t : touched)
       make_ready(*t);

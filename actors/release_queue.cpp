@@ -22,6 +22,7 @@ std::vector<v1::Delivery> release_queue::pop_due(int64_t now_ms) {
   while (!buckets_.empty() && buckets_.begin()->first <= now_ms) {
     auto node = buckets_.extract(buckets_.begin());
     size_ -= node.mapped().size();
+    out.reserve(out.size() + node.mapped().size());
     for (auto& item : node.mapped()) {
       if (item.hold && !item.hold->claim())
         continue; // Revoked or rescheduled before its time.
