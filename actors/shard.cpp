@@ -168,10 +168,17 @@ void send_deliveries(shard_actor* self, std::vector<held_delivery>& items) {
     self->send(notifiers[0], deliver_batch{std::move(items)});
     return;
   }
+  // Counted first: growing each part as it fills would move every
+  // delivery a few more times.
+  std::vector<size_t> index(items.size());
+  std::vector<size_t> count(notifiers.size());
+  for (size_t k = 0; k < items.size(); ++k)
+    ++count[index[k] = hash_index(items[k].delivery.topic(), notifiers.size())];
   std::vector<deliver_batch> per(notifiers.size());
-  for (auto& d : items)
-    per[hash_index(d.delivery.topic(), notifiers.size())].items.emplace_back(
-      std::move(d));
+  for (size_t i = 0; i < per.size(); ++i)
+    per[i].items.reserve(count[i]);
+  for (size_t k = 0; k < items.size(); ++k)
+    per[index[k]].items.emplace_back(std::move(items[k]));
   for (size_t i = 0; i < per.size(); ++i)
     if (!per[i].items.empty())
       self->send(notifiers[i], std::move(per[i]));
@@ -374,7 +381,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
     [self](schedule_request& req) -> caf::result<schedule_reply> {
       auto& st = self->state;
       auto now = wall_now(self);
-      auto t = to_task(req.pb, now, st.setup.opts);
+      auto t = to_task(std::move(req.pb), now, st.setup.opts);
       if (!t)
         return fail<schedule_reply>(self, t.err());
       auto res = st.logic->schedule(now, std::move(*t));
@@ -394,7 +401,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       v1::ScheduleBatchReply pb;
       for (auto& item : *req.pb.mutable_tasks()) {
         auto* out = pb.add_results();
-        auto t = to_task(item, now, st.setup.opts);
+        auto t = to_task(std::move(item), now, st.setup.opts);
         core::result<scheduled_task> res =
           t ? st.logic->schedule(now, std::move(*t))
             : core::result<scheduled_task>{t.err()};

@@ -13,7 +13,6 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
-#include <absl/container/node_hash_map.h>
 
 #include "core/quad_heap.hpp"
 #include "core/time_range.hpp"
@@ -152,6 +151,50 @@ struct shard_logic::impl {
     std::string dead_reason;
   };
 
+  /// The batch's staged entries by task. Entries keep their address until
+  /// clear() (slots point at them across inserts) and are reused by the
+  /// batches after: a node map allocated a node per staged task, about
+  /// three per task delivered (its put, its fire, its ack).
+  class staged_overlay {
+  public:
+    staged_entry* find(core::task_id id) const {
+      auto it = index_.find(id);
+      return it == index_.end() ? nullptr : it->second;
+    }
+
+    bool contains(core::task_id id) const { return index_.contains(id); }
+
+    /// The entry of `id`, default-constructed if the batch had none.
+    staged_entry& operator[](core::task_id id) {
+      auto [it, added] = index_.try_emplace(id, nullptr);
+      if (added) {
+        if (used_ == pool_.size())
+          pool_.push_back(std::make_unique<staged_entry>());
+        it->second = pool_[used_++].get();
+      }
+      return *it->second;
+    }
+
+    void clear() {
+      for (size_t i = 0; i < used_; ++i)
+        *pool_[i] = staged_entry{};
+      used_ = 0;
+      index_.clear();
+      // What a rare huge batch staged is not kept.
+      if (pool_.size() > kept_entries)
+        pool_.resize(kept_entries);
+    }
+
+    auto begin() const { return index_.begin(); }
+    auto end() const { return index_.end(); }
+
+  private:
+    static constexpr size_t kept_entries = 4096;
+    absl::flat_hash_map<core::task_id, staged_entry*> index_;
+    std::vector<std::unique_ptr<staged_entry>> pool_;
+    size_t used_ = 0;
+  };
+
   /// A task's current record as a request or `fire` found it: staged (in
   /// the overlay) or freshly read from the store.
   struct slot {
@@ -214,11 +257,11 @@ struct shard_logic::impl {
   /// change of it (its commit caches the result), and `*taken` tells.
   core::error find(core::task_id id, std::optional<task_record>& scratch,
                    slot& out, bool* taken = nullptr) {
-    if (auto it = overlay_.find(id); it != overlay_.end()) {
-      out.entry = &it->second;
-      out.base = it->second.base;
-      if (it->second.what == staged_entry::kind::live)
-        out.rec = &it->second.rec;
+    if (auto* entry = overlay_.find(id)) {
+      out.entry = entry;
+      out.base = entry->base;
+      if (entry->what == staged_entry::kind::live)
+        out.rec = &entry->rec;
       return {};
     }
     if (auto it = cached_.find(id); it != cached_.end()) {
@@ -728,11 +771,11 @@ struct shard_logic::impl {
         if (s.entry == nullptr && s.rec != nullptr)
           remember(std::move(*s.rec));
       };
-      if (auto it = overlay_.find(key.id); it != overlay_.end()) {
-        s.entry = &it->second;
-        s.base = it->second.base;
-        if (it->second.what == staged_entry::kind::live)
-          s.rec = &it->second.rec;
+      if (auto* entry = overlay_.find(key.id)) {
+        s.entry = entry;
+        s.base = entry->base;
+        if (entry->what == staged_entry::kind::live)
+          s.rec = &entry->rec;
       } else if (auto f = fetched_at_.find(key.id); f != fetched_at_.end()) {
         s.rec = &fetched_[f->second];
         s.base = storage::write_batch::key_of(*s.rec);
@@ -1020,10 +1063,10 @@ struct shard_logic::impl {
       if (!f.unwritten)
         continue;
       const auto& key = f.key;
-      auto it = overlay_.find(key.id);
-      if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
+      const auto* entry = overlay_.find(key.id);
+      if (entry == nullptr || entry->what != staged_entry::kind::live)
         continue;
-      const auto& rec = it->second.rec;
+      const auto& rec = entry->rec;
       if (rec.state != task_state::in_flight || rec.task.attempt != 1)
         continue;
       window_->on_erase(key);
@@ -1088,17 +1131,23 @@ struct shard_logic::impl {
   /// hold its release claims and a revoke or reschedule may cancel first.
   void hold_deliveries(std::vector<held_delivery>& out) {
     out.reserve(fired_.size());
+    // One block for the batch's holds, which share it: it goes once the
+    // last of them is dropped.
+    std::shared_ptr<delivery_hold[]> block;
+    size_t used = 0;
     for (const auto& f : fired_) {
-      auto it = overlay_.find(f.key.id);
-      if (it == overlay_.end() || it->second.what != staged_entry::kind::live)
+      auto* entry = overlay_.find(f.key.id);
+      if (entry == nullptr || entry->what != staged_entry::kind::live)
         continue; // Revoked before it went out.
-      auto& rec = it->second.rec;
+      auto& rec = entry->rec;
       if (rec.state != task_state::in_flight ||
           rec.fired_count != f.occurrence || rec.task.attempt != f.attempt)
         continue;
       auto& item = out.emplace_back();
       item.release_ms = f.key.index_ms;
-      item.hold = std::make_shared<delivery_hold>();
+      if (!block)
+        block.reset(new delivery_hold[fired_.size()]);
+      item.hold = std::shared_ptr<delivery_hold>(block, &block[used++]);
       holds_.insert_or_assign(f.key.id, item.hold);
       auto& d = item.delivery;
       auto* id = d.mutable_id();
@@ -1111,7 +1160,7 @@ struct shard_logic::impl {
       // The overlay is cleared right after: its strings move out.
       d.set_topic(std::move(rec.task.topic));
       d.set_payload(std::move(rec.task.payload));
-      it->second.what = staged_entry::kind::erased;
+      entry->what = staged_entry::kind::erased;
     }
   }
 
@@ -1187,8 +1236,7 @@ struct shard_logic::impl {
 
   /// The batch and its overlay.
   storage::write_batch batch_;
-  /// Node-based: slots keep pointers to their entries across inserts.
-  absl::node_hash_map<core::task_id, staged_entry> overlay_;
+  staged_overlay overlay_;
   std::unordered_map<std::string, storage::idempotency_entry> keys_;
   std::vector<fired_task> fired_;
   absl::flat_hash_set<core::task_id> fired_ids_;
@@ -1409,8 +1457,8 @@ core::result<task_info> shard_logic::get(core::task_id id) {
     return core::error{errc::not_found, "task " + std::to_string(id) +
                                           " is neither live nor dead"};
   };
-  if (auto it = s.overlay_.find(id); it != s.overlay_.end()) {
-    const auto& entry = it->second;
+  if (const auto* found = s.overlay_.find(id)) {
+    const auto& entry = *found;
     switch (entry.what) {
       case impl::staged_entry::kind::live:
         return task_info{entry.rec, false, {}};
@@ -1568,9 +1616,9 @@ core::result<dead_page> shard_logic::dead_letters(core::task_id after,
       if (!s.overlay_.contains(dead.record.task.id))
         page.dead.push_back(std::move(dead));
     for (const auto& [id, entry] : s.overlay_)
-      if (entry.what == impl::staged_entry::kind::dead && id > after)
+      if (entry->what == impl::staged_entry::kind::dead && id > after)
         page.dead.push_back(
-          storage::dead_letter{entry.rec, entry.dead_ms, entry.dead_reason});
+          storage::dead_letter{entry->rec, entry->dead_ms, entry->dead_reason});
     std::sort(page.dead.begin(), page.dead.end(),
               [](const auto& x, const auto& y) {
                 return x.record.task.id < y.record.task.id;
@@ -1591,10 +1639,10 @@ core::result<change_outcome> shard_logic::kick(int64_t now_ms, core::task_id id,
       return err;
   task_record rec;
   impl::staged_entry* entry = nullptr;
-  if (auto it = s.overlay_.find(id); it != s.overlay_.end()) {
-    if (it->second.what != impl::staged_entry::kind::dead)
+  if (auto* found = s.overlay_.find(id)) {
+    if (found->what != impl::staged_entry::kind::dead)
       return change_outcome::not_found;
-    entry = &it->second;
+    entry = found;
     rec = std::move(entry->rec);
   } else {
     auto dead = s.store_.get_dead(id);
@@ -1770,16 +1818,17 @@ core::result<core::recurrence> to_recurrence(const v1::RecurrenceSpec& when,
                        " is unknown"};
 }
 
-} // namespace
-
-core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
-                                 const shard_options& opts) {
+/// to_task with the request's topic and payload given apart, so that a
+/// consumed request's strings can move instead of being copied.
+core::result<core::task> make_task(const v1::ScheduleRequest& req,
+                                   std::string topic, std::string payload,
+                                   int64_t now_ms, const shard_options& opts) {
   auto rec = to_recurrence(req.when(), now_ms, opts.limits);
   if (!rec)
     return rec.err();
   core::task t;
-  t.topic = req.topic();
-  t.payload = req.payload();
+  t.topic = std::move(topic);
+  t.payload = std::move(payload);
   t.recurrence = std::move(*rec);
   if (req.has_policy()) {
     // Not storage::from_proto: a bad policy from a client is invalid_policy,
@@ -1804,6 +1853,20 @@ core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
   if (auto err = t.validate(now_ms, opts.limits))
     return err;
   return t;
+}
+
+} // namespace
+
+core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
+                                 const shard_options& opts) {
+  return make_task(req, req.topic(), req.payload(), now_ms, opts);
+}
+
+core::result<core::task> to_task(v1::ScheduleRequest&& req, int64_t now_ms,
+                                 const shard_options& opts) {
+  auto topic = std::move(*req.mutable_topic());
+  auto payload = std::move(*req.mutable_payload());
+  return make_task(req, std::move(topic), std::move(payload), now_ms, opts);
 }
 
 v1::TaskRecord to_wire(const storage::task_record& rec) {

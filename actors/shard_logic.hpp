@@ -317,6 +317,10 @@ private:
 core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
                                  const shard_options& opts);
 
+/// As above, moving the request's topic and payload out instead of copying.
+core::result<core::task> to_task(v1::ScheduleRequest&& req, int64_t now_ms,
+                                 const shard_options& opts);
+
 /// A record as the wire carries it (to_proto of storage's codec).
 v1::TaskRecord to_wire(const storage::task_record& rec);
 
