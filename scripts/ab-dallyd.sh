@@ -70,10 +70,11 @@ scratch="$build/tmp/ab"
 mkdir -p "$out" "$scratch"
 scratch=$(cd "$scratch" && pwd)
 tsv="$out/pairs.tsv"
-printf 'pair\tbuild\te2e_per_s\tserver_cpu_us_per_task\tp99_ms\n' >"$tsv"
+printf 'pair\tbuild\te2e_per_s\tserver_cpu_us_per_task\tp99_ms\tschedule_per_s\n' >"$tsv"
 
-# One run; prints "e2e_per_s cpu_us_per_task p99_ms" from the driver's
-# runs.tsv (columns by name, so that new columns do not shift them).
+# One run; prints "e2e_per_s cpu_us_per_task p99_ms schedule_per_s" from
+# the driver's runs.tsv (columns by name, so that new columns do not shift
+# them).
 run_one() {
   local dallyd=$1 dir
   dir=$(mktemp -d "$scratch/run.XXXXXX")
@@ -86,8 +87,9 @@ run_one() {
   row=$(awk -F'\t' '
     NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     col["system"] && col["tasks"] && $col["system"] == "dally" {
-      printf "%s %.2f %s\n", $col["e2e_per_s"],
-        $col["server_cpu_s"] * 1e6 / $col["tasks"], $col["p99_ms"]
+      printf "%s %.2f %s %s\n", $col["e2e_per_s"],
+        $col["server_cpu_s"] * 1e6 / $col["tasks"], $col["p99_ms"],
+        $col["schedule_per_s"]
     }' "$dir/runs.tsv" 2>/dev/null || true)
   if [ -z "$row" ]; then
     echo "no Dally row in $dir/runs.tsv (a driver of another version?)" >&2
@@ -109,10 +111,10 @@ for ((i = 1; i <= pairs; ++i)); do
     b=$(run_one "$base")
     first=NEW
   fi
-  read -r be bc bp <<<"$b"
-  read -r ne nc np <<<"$n"
-  printf '%d\tbase\t%s\t%s\t%s\n%d\tnew\t%s\t%s\t%s\n' \
-    "$i" "$be" "$bc" "$bp" "$i" "$ne" "$nc" "$np" >>"$tsv"
+  read -r be bc bp bs <<<"$b"
+  read -r ne nc np ns <<<"$n"
+  printf '%d\tbase\t%s\t%s\t%s\t%s\n%d\tnew\t%s\t%s\t%s\t%s\n' \
+    "$i" "$be" "$bc" "$bp" "$bs" "$i" "$ne" "$nc" "$np" "$ns" >>"$tsv"
   awk -v i="$i" -v f="$first" -v be="$be" -v ne="$ne" -v bc="$bc" \
     -v nc="$nc" -v bp="$bp" -v np="$np" 'BEGIN {
       printf "| %d | %s | %.1f k | %.1f k | %s | %s | %s | %s |\n",
