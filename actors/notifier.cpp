@@ -166,6 +166,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
           if (j == out.end()) {
             out.emplace_back(target, settle_batch_msg{});
             j = std::prev(out.end());
+            j->second.items.reserve(refs.size() - k);
           }
           j->second.items.push_back(std::move(item));
         }
@@ -202,14 +203,17 @@ void send_all(notifier_actor* self,
       continue;
     }
     auto [p, added] = pending.try_emplace(cid);
-    if (added)
+    if (added) {
       order.push_back(cid);
+      p->second.reserve(std::min<size_t>(sends.size(), i->second.second));
+    }
     p->second.push_back(std::move(d));
   }
   for (auto cid : order) {
     auto& items = pending[cid];
     size_t max_batch = st.consumers[cid].second;
     std::vector<v1::Delivery> batch;
+    batch.reserve(std::min(max_batch, items.size()));
     size_t bytes = 0;
     for (auto& d : items) {
       auto size = d.payload().size();
@@ -217,6 +221,7 @@ void send_all(notifier_actor* self,
                              bytes + size > max_batch_payload_bytes)) {
         send_batch(self, cid, std::move(batch));
         batch.clear();
+        batch.reserve(std::min(max_batch, items.size()));
         bytes = 0;
       }
       bytes += size;

@@ -6,8 +6,11 @@
 namespace dally::actors {
 
 void release_queue::push(held_delivery item) {
-  auto at = item.release_ms;
-  buckets_[at].push_back(std::move(item));
+  auto [it, added] = buckets_.try_emplace(item.release_ms);
+  // Room for a few: a bucket grown one by one reallocated for most pushes.
+  if (added)
+    it->second.reserve(bucket_reserve);
+  it->second.push_back(std::move(item));
   ++size_;
 }
 

@@ -45,6 +45,7 @@ private:
   /// By release ms: the items due then, in the order added. Releases come
   /// in rough due order, so a bucket per ms keeps pushes cheap.
   std::map<int64_t, std::vector<held_delivery>> buckets_;
+  static constexpr size_t bucket_reserve = 8;
   size_t size_ = 0;
 };
 
