@@ -115,7 +115,7 @@ BOOST_AUTO_TEST_CASE(task_record_round_trips) {
   BOOST_TEST((ok(decode_task_record(ok(encode(rec)))) == rec));
 }
 
-BOOST_AUTO_TEST_CASE(encode_stamped_reuses_its_buffers_and_leaves_nothing_over) {
+BOOST_AUTO_TEST_CASE(encode_stamped_leaves_nothing_of_the_record_before) {
   // The encoder keeps its scratch message's parts between records: a
   // record with every optional field set, then a bare one, must not leak
   // a field of the first into the second.
