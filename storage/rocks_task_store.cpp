@@ -2,20 +2,16 @@
 
 #include <algorithm>
 #include <array>
-#include <deque>
 #include <filesystem>
 #include <limits>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <variant>
 
-#include <absl/container/flat_hash_map.h>
-#include <absl/container/flat_hash_set.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
@@ -29,6 +25,7 @@
 
 #include "proto/dally.pb.h"
 #include "storage/btree_memtable.hpp"
+#include "storage/deferred_index.hpp"
 #include "storage/record_codec.hpp"
 
 namespace dally::storage {
@@ -243,39 +240,14 @@ struct rocks_task_store::impl {
   std::optional<int64_t> last_sync_ms;
   /// expire_keys resumes after this key.
   std::optional<std::string> expire_cursor;
-  /// Tasks whose due-index entry commits deferred, with their index time;
-  /// `deferred_order` lists them in commit order, which is id order (ids
-  /// no longer deferred are skipped when met).
-  absl::flat_hash_map<core::task_id, int64_t> deferred;
-  std::deque<core::task_id> deferred_order;
-  /// Only an id above this one may be deferred, keeping the order sorted.
-  core::task_id last_deferred = 0;
+  /// Tasks whose due-index entry commits deferred, with what the commit
+  /// being built changes about them (applied only once its write
+  /// succeeded). Set up by `open` from the options.
+  deferred_index deferred{1, 0, 0};
   /// The deferred entries found by `open` after a crash: until written,
   /// `scan_due` returns them with the index's own. Their entries may have
   /// been written before the crash, so settling one deletes it anyway.
   std::set<due_key> recovered;
-  /// Deferred tasks whose record a commit rewrote in place (a delivery, a
-  /// touch, a give-back that keeps the index entry): their key was put more
-  /// than once, so only a Delete may remove it (see put_once).
-  absl::flat_hash_set<core::task_id> rewritten;
-  /// What the commit being built changes about the deferred entries; applied
-  /// only once its write succeeded.
-  struct deferred_changes {
-    /// Deferred by this batch, and in which order.
-    absl::flat_hash_map<core::task_id, int64_t> added;
-    std::vector<core::task_id> added_order;
-    /// Entries of `deferred` this batch writes or drops.
-    absl::flat_hash_set<core::task_id> settled;
-    /// Records this batch rewrites in place.
-    absl::flat_hash_set<core::task_id> rewritten;
-
-    void clear() {
-      added.clear();
-      added_order.clear();
-      settled.clear();
-      rewritten.clear();
-    }
-  } changes;
   std::vector<quarantined_record> quarantined;
   store_stats stats;
   /// The record being encoded into a commit's batch (which copies it):
@@ -380,8 +352,11 @@ struct rocks_task_store::impl {
       quarantined.push_back({describe(item.cf, item.key), item.reason});
       ++stats.quarantined;
       // A deferred entry of a task moved aside is never to be written.
-      if (item.cf == cf_tasks && item.key.size() == id_key_bytes)
-        drop_deferred(get_be64(item.key));
+      if (item.cf == cf_tasks && item.key.size() == id_key_bytes) {
+        auto id = get_be64(item.key);
+        if (auto at = deferred.drop(id))
+          recovered.erase(due_key{*at, id});
+      }
     }
   }
 
@@ -474,27 +449,6 @@ struct rocks_task_store::impl {
     return std::optional<std::string>{std::move(value)};
   }
 
-  /// Whether `id`'s index entry is deferred (by an earlier commit or this
-  /// batch); if so it no longer is, as the caller writes or drops the entry
-  /// now.
-  bool take_deferred(core::task_id id) {
-    if (changes.added.erase(id) > 0)
-      return true;
-    auto it = deferred.find(id);
-    if (it == deferred.end() || !changes.settled.insert(id).second)
-      return false;
-    return !recovered.contains(due_key{it->second, id});
-  }
-
-  /// Forgets the deferred entry of `id`, if any.
-  void drop_deferred(core::task_id id) {
-    if (auto it = deferred.find(id); it != deferred.end()) {
-      recovered.erase(due_key{it->second, id});
-      deferred.erase(it);
-      rewritten.erase(id);
-    }
-  }
-
   /// Whether the record of `id` was put exactly once, so that a
   /// SingleDelete may remove it: when it meets that put in a flush or a
   /// compaction, both vanish, where a Delete would leave a tombstone to
@@ -503,88 +457,22 @@ struct rocks_task_store::impl {
   /// deferred by the put of this process (ids are never reused) and whose
   /// record no commit has rewritten since. An entry recovered after a
   /// crash does not count: what was written for it before is unknown.
-  bool put_once(core::task_id id) const {
-    if (rewritten.contains(id) || changes.rewritten.contains(id))
-      return false;
-    if (changes.added.contains(id))
-      return true;
-    auto it = deferred.find(id);
-    return it != deferred.end() && !changes.settled.contains(id) &&
-           !recovered.contains(due_key{it->second, id});
-  }
+  bool put_once(core::task_id id) const { return deferred.put_once(id); }
 
-  /// Defers the index entry of the new task `rec` if its owner allows it and
-  /// there is room (see store_options::max_deferred_index).
-  bool defer(const write_batch::put_op& x) {
-    auto id = x.rec.task.id;
-    auto highest =
-      changes.added_order.empty() ? last_deferred : changes.added_order.back();
-    if (!x.defer_index || opts.max_deferred_index == 0 || id <= highest)
-      return false;
-    changes.added.emplace(id, x.rec.index_ms());
-    changes.added_order.push_back(id);
-    return true;
-  }
-
-  /// Writes the oldest deferred entries beyond the bound (in live entries,
-  /// and twice that in the order list, which also holds settled ids until
-  /// they reach its front); returns the lowest id still deferred after the
-  /// batch, or 0.
+  /// Writes the oldest deferred entries beyond the bound (in open entries,
+  /// and twice that in the span of ids they cover); returns the lowest id
+  /// still deferred after the batch, or 0.
   core::task_id age_deferred(batch_builder& builder) {
-    auto bound = opts.max_deferred_index;
-    auto live = deferred.size() - changes.settled.size() + changes.added.size();
-    auto listed = deferred_order.size() + changes.added_order.size();
-    auto index = [&builder](core::task_id id, int64_t at) {
+    return deferred.age([&builder](core::task_id id, int64_t at) {
       builder.put(cf_due, encode_due({at, id}), {});
-    };
-    core::task_id lowest = 0;
-    for (auto id : deferred_order) {
-      auto it = deferred.find(id);
-      bool open = it != deferred.end() && !changes.settled.contains(id);
-      if (open && live <= bound && listed <= 2 * bound) {
-        lowest = id;
-        break;
-      }
-      --listed;
-      if (open) {
-        index(id, it->second);
-        changes.settled.insert(id);
-        --live;
-      }
-    }
-    for (auto id : changes.added_order) {
-      auto it = changes.added.find(id);
-      if (it == changes.added.end())
-        continue;
-      if (live <= bound) {
-        if (lowest == 0)
-          lowest = id;
-        break;
-      }
-      index(id, it->second);
-      changes.added.erase(it);
-      --live;
-    }
-    return lowest;
+    });
   }
 
   /// Takes in the deferred entries of a batch that was written.
   void apply_deferred() {
-    for (auto id : changes.settled)
-      drop_deferred(id);
-    for (auto id : changes.added_order)
-      if (auto it = changes.added.find(id); it != changes.added.end()) {
-        deferred.emplace(id, it->second);
-        deferred_order.push_back(id);
-        last_deferred = id;
-      }
-    for (auto id : changes.rewritten)
-      if (deferred.contains(id))
-        rewritten.insert(id);
-    while (!deferred_order.empty() &&
-           !deferred.contains(deferred_order.front()))
-      deferred_order.pop_front();
-    changes.clear();
+    deferred.apply([this](core::task_id id, int64_t at) {
+      recovered.erase(due_key{at, id});
+    });
   }
 
   /// Writes every deferred index entry and clears the mark in the meta.
@@ -592,9 +480,9 @@ struct rocks_task_store::impl {
     if (deferred.empty() && meta.unindexed_from == 0)
       return {};
     batch_builder builder{cfs};
-    for (auto id : deferred_order)
-      if (auto it = deferred.find(id); it != deferred.end())
-        builder.put(cf_due, encode_due({it->second, id}), {});
+    deferred.for_each_open([&builder](core::task_id id, int64_t at) {
+      builder.put(cf_due, encode_due({at, id}), {});
+    });
     auto next = meta;
     next.unindexed_from = 0;
     builder.put(cf_meta, meta_key, encode(next));
@@ -602,9 +490,7 @@ struct rocks_task_store::impl {
       return err;
     meta = next;
     deferred.clear();
-    deferred_order.clear();
     recovered.clear();
-    rewritten.clear();
     return {};
   }
 
@@ -633,10 +519,8 @@ struct rocks_task_store::impl {
         continue;
       }
       auto at = rec->index_ms();
-      deferred.emplace(id, at);
-      deferred_order.push_back(id);
+      deferred.recover(id, at);
       recovered.insert(due_key{at, id});
-      last_deferred = id;
     }
     if (!it->status().ok())
       return from_status(it->status(),
@@ -669,20 +553,20 @@ struct rocks_task_store::impl {
     return std::visit(
       overloaded{
         [&](const write_batch::put_op& x) {
-          if (defer(x))
+          if (x.defer_index && deferred.defer(x.rec.task.id, x.rec.index_ms()))
             return put_value(x.rec);
           // Written now: any deferred entry of the id is settled.
-          take_deferred(x.rec.task.id);
+          deferred.take(x.rec.task.id);
           return put_record(x.rec);
         },
         [&](const write_batch::replace_op& x) {
           // A delivery, touch or give-back keeps the index
           // entry (deferred or not): only the record changes.
           if (x.before == write_batch::key_of(x.after)) {
-            changes.rewritten.insert(x.after.task.id);
+            deferred.note_rewritten(x.after.task.id);
             return put_value(x.after);
           }
-          if (!take_deferred(x.before.id))
+          if (!deferred.take(x.before.id))
             builder.erase(cf_due, encode_due(x.before));
           return put_record(x.after);
         },
@@ -692,7 +576,7 @@ struct rocks_task_store::impl {
             builder.erase_once_put(cf_tasks, encode_task_key(x.key.id));
           else
             builder.erase(cf_tasks, encode_task_key(x.key.id));
-          if (!take_deferred(x.key.id))
+          if (!deferred.take(x.key.id))
             builder.erase(cf_due, encode_due(x.key));
           return core::error{};
         },
@@ -703,7 +587,7 @@ struct rocks_task_store::impl {
           if (!bytes)
             return bytes.err();
           builder.erase(cf_tasks, encode_task_key(x.key.id));
-          if (!take_deferred(x.key.id))
+          if (!deferred.take(x.key.id))
             builder.erase(cf_due, encode_due(x.key));
           builder.put(cf_dead, encode_task_key(dead.record.task.id), *bytes);
           return core::error{};
@@ -834,6 +718,8 @@ rocks_task_store::open(const store_options& opts) {
                          "; periodic durability needs a positive period"};
   auto state = std::make_unique<impl>();
   state->opts = opts;
+  state->deferred =
+    deferred_index{opts.shard_count, opts.shard, opts.max_deferred_index};
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -953,7 +839,8 @@ core::error rocks_task_store::commit(const write_batch& batch) {
   next.epoch = s.epoch;
   next.fire_horizon_ms = std::max(next.fire_horizon_ms, s.fire_horizon_ms);
   batch_builder builder{s.cfs};
-  s.changes.clear();
+  // What an earlier commit that failed had begun to change is undone.
+  s.deferred.discard();
   for (const auto& op : batch.ops())
     if (auto err = s.add_op(builder, next, op))
       return err;
