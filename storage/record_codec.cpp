@@ -306,16 +306,15 @@ namespace {
 /// A TaskRecord message per thread, reused: Clear() keeps its strings and
 /// submessages, so encoding or decoding a record allocates for the record
 /// only, not six times over for the message (a record is encoded once per
-/// task at least). A payload beyond `kept_bytes` is not kept afterwards.
+/// task at least). A payload beyond `kept_buffer_bytes` is not kept
+/// afterwards.
 v1::TaskRecord& scratch_task_record() {
   thread_local v1::TaskRecord msg;
   return msg;
 }
 
-constexpr size_t kept_bytes = 64 << 10;
-
 void trim(v1::TaskRecord& msg) {
-  if (msg.payload().capacity() > kept_bytes) {
+  if (msg.payload().capacity() > kept_buffer_bytes) {
     msg.mutable_payload()->clear();
     msg.mutable_payload()->shrink_to_fit();
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -69,6 +70,10 @@ core::result<shard_meta> from_proto(const v1::ShardMeta& msg);
 
 /// The serialized TaskRecord; errors as for to_proto.
 core::result<std::string> encode(const task_record& rec);
+
+/// Buffers reused from record to record keep at most this much: one
+/// large payload does not pin its memory for every record after it.
+constexpr size_t kept_buffer_bytes = 64 << 10;
 
 /// Serializes `rec` as carrying `at` for its stamp into `out`, whose
 /// capacity it reuses: the store's hot path stamps and encodes every

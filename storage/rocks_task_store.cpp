@@ -253,7 +253,6 @@ struct rocks_task_store::impl {
   /// The record being encoded into a commit's batch (which copies it):
   /// reused, so that a write allocates no buffer per record.
   std::string value_scratch;
-  static constexpr size_t kept_scratch_bytes = 64 << 10;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -540,7 +539,7 @@ struct rocks_task_store::impl {
         return err;
       builder.put(cf_tasks, encode_task_key(rec.task.id), value_scratch);
       // A large payload's buffer is not kept for every record after it.
-      if (value_scratch.capacity() > kept_scratch_bytes)
+      if (value_scratch.capacity() > kept_buffer_bytes)
         std::string{}.swap(value_scratch);
       return {};
     };
