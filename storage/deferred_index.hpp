@@ -90,7 +90,8 @@ public:
   /// The batch was not written: its changes are undone.
   void discard();
 
-  /// Slots allocated for the ring (for tests).
+  /// Ids of this shard the ring spans, from its oldest open entry to the
+  /// newest deferred one, holes and this batch's included (for tests).
   size_t span() const noexcept { return size_; }
 
 private:
