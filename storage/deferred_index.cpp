@@ -42,11 +42,7 @@ void deferred_index::clear() {
   size_ = 0;
   committed_ = 0;
   live_ = 0;
-  last_id_now_ = 0;
-  refused_id_ = 0;
-  settled_now_ = 0;
-  added_now_ = 0;
-  touched_.clear();
+  forget_batch();
   foreign_.clear();
   pop_settled_front();
 }
@@ -214,11 +210,7 @@ void deferred_index::apply(
   }
   committed_ = size_;
   last_id_ = std::max(last_id_, last_id_now_);
-  last_id_now_ = 0;
-  refused_id_ = 0;
-  settled_now_ = 0;
-  added_now_ = 0;
-  touched_.clear();
+  forget_batch();
   pop_settled_front();
 }
 
@@ -229,11 +221,7 @@ void deferred_index::discard() {
   for (size_t pos = committed_; pos < size_; ++pos)
     at(pos) = slot{};
   size_ = committed_;
-  last_id_now_ = 0;
-  refused_id_ = 0;
-  settled_now_ = 0;
-  added_now_ = 0;
-  touched_.clear();
+  forget_batch();
 }
 
 // -- private ------------------------------------------------------------------
@@ -268,6 +256,14 @@ void deferred_index::grow_to(size_t size) {
   for (size_t pos = size_; pos < size; ++pos)
     at(pos) = slot{};
   size_ = size;
+}
+
+void deferred_index::forget_batch() noexcept {
+  last_id_now_ = 0;
+  refused_id_ = 0;
+  settled_now_ = 0;
+  added_now_ = 0;
+  touched_.clear();
 }
 
 void deferred_index::settle(core::task_id id, slot& s) {

@@ -127,6 +127,9 @@ private:
     return base_id_ + pos * stride_;
   }
   void grow_to(size_t size);
+  /// Drops the bookkeeping of the batch being built (its slots' flags are
+  /// the caller's to settle).
+  void forget_batch() noexcept;
   void settle(core::task_id id, slot& s);
   void pop_settled_front();
 
