@@ -19,8 +19,9 @@ namespace dally::storage {
 /// only an id above every deferred one may be deferred, so the entries are
 /// a ring indexed by id, not a hash table: a lookup is an offset, and
 /// dropping settled entries from the front is a walk over adjacent memory.
-/// A hash table here cost about 5% of dallyd's CPU at full load (four of
-/// its lookups per task, each a likely cache miss; docs/benchmarks.md).
+/// Hash tables here took about 5% of dallyd's profile at full load (four
+/// lookups per task, each a likely cache miss), the ring 2%; end to end
+/// the difference hid in the host's noise (docs/benchmarks.md).
 ///
 /// Changes made while a commit is built (`defer`, `take`, `note_rewritten`,
 /// `age`) are seen by the queries at once, and either applied once the
