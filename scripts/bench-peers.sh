@@ -18,7 +18,8 @@
 # Usage: bash scripts/bench-peers.sh [--quick] [dally-peers-bench flags]
 #   The default scale takes about 5 minutes on 2 cores (under 10);
 #   --quick about a minute. Other flags go to the driver (see the comment
-#   atop bench/peers/peers_bench.cpp), e.g. --systems redis,dally.
+#   atop bench/peers/peers_bench.cpp), e.g. --systems redis,dally, or
+#   --rounds 3 to judge the goals by the median of three rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

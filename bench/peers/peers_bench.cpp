@@ -25,6 +25,10 @@
 //   --pending-tasks M (1000000; 0 skips the memory section)
 //   --pending-due-s S (3600) --pending-durability LEVEL (periodic)
 //   --timeout-s S (300 per run) --seed N (1)
+//   --rounds N (1) runs the end-to-end section N times, the systems in
+//                       reverse order in every other round; the report
+//                       shows each system's median round and judges the
+//                       goals by the median of the ratios within a round
 //   --out DIR (results: peers.md, data files, plots.gp, logs/)
 //   --dir DIR (scratch data directories; removed at the end)
 //   --dallyd PATH --redis-server PATH --beanstalkd PATH
@@ -49,6 +53,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -95,6 +100,9 @@ struct settings {
   std::string pending_durability = "periodic";
   double timeout_s = 300;
   uint64_t seed = 1;
+  /// Times the end-to-end section runs: one run per row is one sample of a
+  /// machine whose speed drifts.
+  uint32_t rounds = 1;
   bool raw = false;
   std::filesystem::path out = "peers-results";
   std::filesystem::path dir = DALLY_PEERS_SCRATCH;
@@ -219,6 +227,9 @@ settings parse(int argc, char** argv) {
       s.timeout_s = static_cast<double>(to_u64(a, next()));
     else if (a == "--seed")
       s.seed = to_u64(a, next());
+    else if (a == "--rounds")
+      s.rounds = static_cast<uint32_t>(std::min<uint64_t>(
+        to_u64(a, next()), std::numeric_limits<uint32_t>::max()));
     else if (a == "--raw")
       s.raw = true;
     else if (a == "--out")
@@ -237,9 +248,11 @@ settings parse(int argc, char** argv) {
   if (s.tasks == 0 || s.producers == 0 || s.consumers == 0 || s.batch == 0 ||
       s.popts.consumer_batch == 0 || s.popts.redis_move_batch == 0 ||
       s.popts.dally_request_tasks == 0 || s.popts.sync_period_ms == 0 ||
-      s.timeout_s <= 0)
-    usage_error("counts, batches, the sync period and the timeout must be "
-                "at least 1");
+      s.timeout_s <= 0 || s.rounds == 0)
+    usage_error("counts, batches, rounds, the sync period and the timeout "
+                "must be at least 1");
+  if (s.rounds > 20)
+    usage_error("--rounds must be at most 20");
   if (s.popts.payload_bytes > 60'000)
     usage_error("--payload-bytes must be at most 60000 (beanstalkd's job "
                 "size limit is 65535)");
@@ -379,8 +392,9 @@ uint64_t tasks_of(const settings& s, const std::string& system,
 
 /// Section 1: one system at one durability level.
 run_result run_end_to_end(const settings& s, const std::string& system,
-                          const std::string& level) {
-  auto opts = options_for(s, level, level + "-" + system + ".log");
+                          const std::string& level, uint32_t round) {
+  auto suffix = s.rounds > 1 ? "-r" + std::to_string(round) : std::string{};
+  auto opts = options_for(s, level, level + "-" + system + suffix + ".log");
   auto p = make_peer(system, opts);
   auto tasks = tasks_of(s, system, level);
   run_result r;
@@ -388,10 +402,11 @@ run_result run_end_to_end(const settings& s, const std::string& system,
   r.name = p->name();
   r.durability = level;
   r.usage_scope = p->usage_scope();
+  r.round = round;
   r.tasks = tasks;
   std::cout << "  " << r.name << ", " << level << " (" << tasks
             << " tasks): " << std::flush;
-  auto dir = fresh_dir(s, level + "-" + system);
+  auto dir = fresh_dir(s, level + "-" + system + suffix);
   delivery_log log(tasks);
   std::vector<task_slot> due(tasks);
   std::atomic<uint64_t> scheduled{0};
@@ -703,10 +718,24 @@ int run(int argc, char** argv) {
             << ", scratch data in " << s.dir.string() << std::endl;
   auto t0 = clock_type::now();
   std::vector<run_result> runs;
-  for (auto& level : s.levels) {
-    std::cout << "end to end, durability " << level << std::endl;
-    for (auto& system : s.systems)
-      runs.push_back(run_end_to_end(s, system, level));
+  for (uint32_t round = 1; round <= s.rounds; ++round) {
+    // Reversed every other round, so that a drift of the machine's speed
+    // during a round does not favour whichever system runs first.
+    auto systems = s.systems;
+    if (round % 2 == 0)
+      std::reverse(systems.begin(), systems.end());
+    for (auto& level : s.levels) {
+      std::cout << "end to end, durability " << level;
+      if (s.rounds > 1)
+        std::cout << ", round " << round << " of " << s.rounds;
+      std::cout << std::endl;
+      for (auto& system : systems)
+        runs.push_back(run_end_to_end(s, system, level, round));
+      if (interrupted())
+        break;
+    }
+    if (interrupted())
+      break;
   }
   std::vector<pending_result> pending;
   if (s.pending_tasks > 0) {

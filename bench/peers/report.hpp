@@ -18,6 +18,8 @@ struct run_result {
   std::string durability;
   /// What the CPU and RSS figures cover.
   std::string usage_scope;
+  /// Which of --rounds this run was (1-based).
+  uint32_t round = 1;
   uint64_t tasks = 0;
   /// Reasons the row failed (lost or early tasks, errors); empty: passed.
   std::vector<std::string> failures;
@@ -77,14 +79,18 @@ struct report_context {
 };
 
 /// The markdown summary: a table per durability level with ratios Dally /
-/// peer and the goals, the RSS table, correctness.
+/// peer and the goals, the RSS table, correctness. With more than one
+/// round, each system's table row and plots are its median round's run,
+/// a table gives every round, and ratios and goals are medians of the
+/// ratios within each round.
 std::string markdown(const report_context& ctx,
                      const std::vector<run_result>& runs,
                      const std::vector<pending_result>& pending);
 
-/// Writes throughput.dat, lateness-LEVEL-SYSTEM.dat (CDF points), rss.dat,
-/// runs.tsv and plots.gp (gnuplot: throughput.png, lateness-LEVEL.png,
-/// rss.png, drawn in `dir`) into `dir`.
+/// Writes throughput.dat, lateness-LEVEL-SYSTEM.dat (CDF points), rss.dat
+/// (of each system's median round), runs.tsv (every run) and plots.gp
+/// (gnuplot: throughput.png, lateness-LEVEL.png, rss.png, drawn in `dir`)
+/// into `dir`.
 void write_data(const std::filesystem::path& dir,
                 const std::vector<run_result>& runs,
                 const std::vector<pending_result>& pending,
