@@ -764,7 +764,11 @@ int run(int argc, char** argv) {
     md += "\n";
   }
   std::ofstream(s.out / "peers.md") << md;
-  write_data(s.out, runs, pending, "Dally, Redis and beanstalkd");
+  write_data(s.out, runs, pending,
+             "Dally, Redis and beanstalkd" +
+               (s.rounds > 1 ? ", each system's median round of " +
+                                 std::to_string(s.rounds)
+                             : std::string{}));
   std::cout << "\n" << md << std::flush;
   bool failed = !leftovers.empty();
   for (auto& r : runs)
