@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "bench/peers/peer.hpp"
 
@@ -237,7 +238,8 @@ std::string markdown(const report_context& ctx,
     md << rounds.size()
        << " rounds, each running every row once (the order of the systems "
           "reversed in every other round). Each table shows every system's "
-          "median round by end-to-end rate; ratios and goals are the medians "
+          "median round by end-to-end rate (a failed round instead, if any "
+          "failed); ratios and goals are the medians "
           "of the ratios within each round, followed by those ratios in "
           "round order.\n\n";
   for (auto& level : levels_of(runs)) {
