@@ -182,7 +182,12 @@ struct shard_logic::impl {
   /// three per task delivered (its put, its fire, its ack).
   class staged_overlay {
   public:
-    staged_entry* find(core::task_id id) const {
+    staged_entry* find(core::task_id id) {
+      auto it = index_.find(id);
+      return it == index_.end() ? nullptr : it->second;
+    }
+
+    const staged_entry* find(core::task_id id) const {
       auto it = index_.find(id);
       return it == index_.end() ? nullptr : it->second;
     }

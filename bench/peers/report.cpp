@@ -280,8 +280,10 @@ std::string markdown(const report_context& ctx,
          << " / " << r.early << " / " << r.deliveries - r.unique << " | "
          << (r.ok() ? "ok" : "**FAILED**") << " |\n";
     }
-    md << "\n\\* The embedded engine runs in the driver's process: its CPU "
-          "and RSS include the producers and consumers.\n\n";
+    md << '\n';
+    if (find_rep(reps, "dally-embedded", level) != nullptr)
+      md << "\\* The embedded engine runs in the driver's process: its CPU "
+            "and RSS include the producers and consumers.\n\n";
     if (several) {
       md << "Every round: end-to-end tasks/s, p99 lateness ms and server CPU "
             "µs per task.\n\n| system |";

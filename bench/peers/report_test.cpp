@@ -23,9 +23,10 @@ run_result make_run(const std::string& system, const std::string& level,
                     uint32_t round, double e2e_s, int64_t late_ms) {
   run_result r;
   r.system = system;
-  r.name = system == "dally"   ? "Dally (remote)"
-           : system == "redis" ? "Redis"
-                               : "beanstalkd";
+  r.name = system == "dally"            ? "Dally (remote)"
+           : system == "dally-embedded" ? "Dally (embedded)"
+           : system == "redis"          ? "Redis"
+                                        : "beanstalkd";
   r.durability = level;
   r.round = round;
   r.tasks = 1000;
@@ -71,6 +72,8 @@ BOOST_AUTO_TEST_CASE(one_round_keeps_the_single_run_layout) {
   auto md = markdown(context(), runs, {});
   BOOST_TEST(!contains(md, "rounds, each running every row once"));
   BOOST_TEST(!contains(md, "| round |"));
+  // No embedded row, no footnote about it.
+  BOOST_TEST(!contains(md, "The embedded engine runs in the driver's"));
   BOOST_TEST(contains(md, "| Dally (remote) / Redis | 2.50 | 0.02 | – |"));
   BOOST_TEST(contains(md, ">= 2x Redis end to end: **met** (2.50x);"));
   BOOST_TEST(contains(md, "lower p99 lateness than the peer: **met**."));
@@ -142,4 +145,14 @@ BOOST_AUTO_TEST_CASE(a_failed_round_shows_and_misses_the_goals) {
   BOOST_TEST(contains(md, "lower p99 lateness than the peer: **missed**"));
   BOOST_TEST(contains(md, "- **FAILED** Dally (remote) (periodic, round 2): "
                           "3 of 1000 tasks never received"));
+}
+
+BOOST_AUTO_TEST_CASE(an_embedded_row_comes_with_its_footnote) {
+  std::vector<run_result> runs{make_run("dally-embedded", "sync", 1, 1.0, 2),
+                               make_run("redis", "sync", 1, 2.0, 100)};
+  auto md = markdown(context(), runs, {});
+  BOOST_TEST(contains(md, "The embedded engine runs in the driver's"));
+  BOOST_TEST(contains(md, "| Dally (embedded) / Redis | 2.00 | 0.02 | – |"));
+  // The goals are the remote row's: none without it.
+  BOOST_TEST(!contains(md, "Goals at sync"));
 }
