@@ -29,6 +29,7 @@ using wake_atom = caf::atom_constant<caf::atom("wake")>;
 using maintain_atom = caf::atom_constant<caf::atom("maintain")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;
+using overdue_atom = caf::atom_constant<caf::atom("overdue")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using topics_atom = caf::atom_constant<caf::atom("topics")>;
 using ready_atom = caf::atom_constant<caf::atom("ready")>;

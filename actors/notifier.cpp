@@ -10,6 +10,7 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/answer_deadlines.hpp"
 #include "actors/messages.hpp"
 #include "actors/type_ids.hpp"
 #include "actors/wall_clock.hpp"
@@ -39,6 +40,12 @@ struct notifier_state {
   /// The armed expiry check: its generation and wall-clock target.
   uint64_t expire_generation = 0;
   int64_t expire_armed_ms = std::numeric_limits<int64_t>::max();
+  /// Requests to consumers awaiting an answer, timed out by one armed
+  /// check rather than by CAF's clock (see answer_deadlines): the check's
+  /// generation and wall-clock target.
+  answer_deadlines awaiting;
+  uint64_t overdue_generation = 0;
+  int64_t overdue_armed_ms = std::numeric_limits<int64_t>::max();
 };
 
 using notifier_actor = caf::stateful_actor<notifier_state>;
@@ -57,6 +64,46 @@ const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
   return st.engine;
 }
 
+/// Keeps one check armed at the earliest deadline of an unanswered
+/// request; re-armed after each check.
+void arm_overdue(notifier_actor* self) {
+  auto& st = self->state;
+  auto next = st.awaiting.next_ms();
+  if (next >= st.overdue_armed_ms)
+    return; // The armed check comes first; it re-arms when it runs.
+  st.overdue_armed_ms = next;
+  auto gen = ++st.overdue_generation;
+  auto delay_ms = std::max<int64_t>(0, next - st.clock.now_ms());
+  self->delayed_send(self, std::chrono::milliseconds{delay_ms},
+                     overdue_atom::value, gen);
+}
+
+/// Sends `msg` to `dest` as a request that times out at the lease deadline
+/// `lease_deadline_ms` (at least 1 ms from now), as CAF's request timeout
+/// would, without leaving anything behind once answered. `on_answer` and
+/// `on_error` are the request's handlers; `Reply` is what it answers.
+template<class Reply, class Handle, class Msg, class OnAnswer, class OnError>
+void request_until(notifier_actor* self, const Handle& dest, Msg msg,
+                   int64_t lease_deadline_ms, OnAnswer on_answer,
+                   OnError on_error) {
+  auto& st = self->state;
+  auto now_ms = st.clock.now_ms();
+  auto deadline_ms = now_ms + std::max<int64_t>(1, lease_deadline_ms - now_ms);
+  auto handle = self->request(dest, caf::infinite, std::move(msg));
+  auto id = handle.id().integer_value();
+  st.awaiting.track(deadline_ms, id);
+  arm_overdue(self);
+  handle.then(
+    [self, deadline_ms, id, on_answer = std::move(on_answer)](Reply& reply) {
+      self->state.awaiting.untrack(deadline_ms, id);
+      on_answer(reply);
+    },
+    [self, deadline_ms, id, on_error = std::move(on_error)](caf::error& err) {
+      self->state.awaiting.untrack(deadline_ms, id);
+      on_error(err);
+    });
+}
+
 delivery_ref ref_of(const v1::Delivery& d) {
   return delivery_ref{d.id().task_id(), d.id().occurrence(), d.id().attempt()};
 }
@@ -70,47 +117,44 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
     return;
   }
   auto ref = ref_of(d);
-  auto timeout_ms =
-    std::max<int64_t>(1, d.lease_deadline_ms() - st.clock.now_ms());
-  self
-    ->request(i->second.first, std::chrono::milliseconds{timeout_ms},
-              delivery_msg{std::move(d)})
-    .then(
-      [self, cid, ref](delivery_reply& reply) {
-        auto& st = self->state;
-        st.logic->answered(cid, ref, st.clock.now_ms(), st.fx);
-        v1::DeliveryId id;
-        id.set_task_id(ref.id);
-        id.set_occurrence(ref.occurrence);
-        id.set_attempt(ref.attempt);
-        switch (reply.pb.verdict()) {
-          case v1::DeliveryReply::VERDICT_ACK: {
-            v1::AckRequest ack;
-            *ack.mutable_id() = id;
-            caf::anon_send(settle_target(self, ref.id),
-                           ack_request{std::move(ack)});
-            break;
-          }
-          case v1::DeliveryReply::VERDICT_NACK: {
-            v1::NackRequest nack;
-            *nack.mutable_id() = id;
-            if (reply.pb.has_retry_in_ms())
-              nack.set_retry_in_ms(reply.pb.retry_in_ms());
-            caf::anon_send(settle_target(self, ref.id),
-                           nack_request{std::move(nack)});
-            break;
-          }
-          default:
-            break; // The consumer settles through the engine.
+  auto lease_deadline_ms = d.lease_deadline_ms();
+  request_until<delivery_reply>(
+    self, i->second.first, delivery_msg{std::move(d)}, lease_deadline_ms,
+    [self, cid, ref](delivery_reply& reply) {
+      auto& st = self->state;
+      st.logic->answered(cid, ref, st.clock.now_ms(), st.fx);
+      v1::DeliveryId id;
+      id.set_task_id(ref.id);
+      id.set_occurrence(ref.occurrence);
+      id.set_attempt(ref.attempt);
+      switch (reply.pb.verdict()) {
+        case v1::DeliveryReply::VERDICT_ACK: {
+          v1::AckRequest ack;
+          *ack.mutable_id() = id;
+          caf::anon_send(settle_target(self, ref.id),
+                         ack_request{std::move(ack)});
+          break;
         }
-        act(self);
-      },
-      [self, cid, ref](caf::error& err) {
-        auto& st = self->state;
-        bool timeout = err == caf::sec::request_timeout;
-        st.logic->failed(cid, ref, timeout, st.clock.now_ms(), st.fx);
-        act(self);
-      });
+        case v1::DeliveryReply::VERDICT_NACK: {
+          v1::NackRequest nack;
+          *nack.mutable_id() = id;
+          if (reply.pb.has_retry_in_ms())
+            nack.set_retry_in_ms(reply.pb.retry_in_ms());
+          caf::anon_send(settle_target(self, ref.id),
+                         nack_request{std::move(nack)});
+          break;
+        }
+        default:
+          break; // The consumer settles through the engine.
+      }
+      act(self);
+    },
+    [self, cid, ref](caf::error& err) {
+      auto& st = self->state;
+      bool timeout = err == caf::sec::request_timeout;
+      st.logic->failed(cid, ref, timeout, st.clock.now_ms(), st.fx);
+      act(self);
+    });
 }
 
 /// Sends a batch consumer several deliveries in one request, timed out at
@@ -135,53 +179,50 @@ void send_batch(notifier_actor* self, consumer_id cid,
     deadline_ms = std::min(deadline_ms, d.lease_deadline_ms());
     *batch.add_deliveries() = std::move(d);
   }
-  auto timeout_ms = std::max<int64_t>(1, deadline_ms - st.clock.now_ms());
   auto handle = caf::actor_cast<caf::actor>(i->second.first);
-  self
-    ->request(handle, std::chrono::milliseconds{timeout_ms},
-              delivery_batch_msg{std::move(batch)})
-    .then(
-      [self, cid, refs](delivery_batch_reply& reply) {
-        auto& st = self->state;
-        auto now_ms = st.clock.now_ms();
-        // By target shard (or the engine): the verdicts to settle.
-        std::vector<std::pair<caf::actor, settle_batch_msg>> out;
-        const auto& verdicts = reply.pb.replies();
-        for (size_t k = 0; k < refs.size(); ++k) {
-          st.logic->answered(cid, refs[k], now_ms, st.fx);
-          if (k >= static_cast<size_t>(verdicts.size()))
-            continue; // No verdict: VERDICT_LATER, the lease decides.
-          const auto& v = verdicts[static_cast<int>(k)];
-          settle_item item{refs[k], true, std::nullopt};
-          if (v.verdict() == v1::DeliveryReply::VERDICT_NACK) {
-            item.ack = false;
-            if (v.has_retry_in_ms())
-              item.retry_in_ms = v.retry_in_ms();
-          } else if (v.verdict() != v1::DeliveryReply::VERDICT_ACK) {
-            continue;
-          }
-          const auto& target = settle_target(self, refs[k].id);
-          auto j = std::find_if(out.begin(), out.end(),
-                                [&](auto& p) { return p.first == target; });
-          if (j == out.end()) {
-            out.emplace_back(target, settle_batch_msg{});
-            j = std::prev(out.end());
-            j->second.items.reserve(refs.size() - k);
-          }
-          j->second.items.push_back(std::move(item));
+  request_until<delivery_batch_reply>(
+    self, handle, delivery_batch_msg{std::move(batch)}, deadline_ms,
+    [self, cid, refs](delivery_batch_reply& reply) {
+      auto& st = self->state;
+      auto now_ms = st.clock.now_ms();
+      // By target shard (or the engine): the verdicts to settle.
+      std::vector<std::pair<caf::actor, settle_batch_msg>> out;
+      const auto& verdicts = reply.pb.replies();
+      for (size_t k = 0; k < refs.size(); ++k) {
+        st.logic->answered(cid, refs[k], now_ms, st.fx);
+        if (k >= static_cast<size_t>(verdicts.size()))
+          continue; // No verdict: VERDICT_LATER, the lease decides.
+        const auto& v = verdicts[static_cast<int>(k)];
+        settle_item item{refs[k], true, std::nullopt};
+        if (v.verdict() == v1::DeliveryReply::VERDICT_NACK) {
+          item.ack = false;
+          if (v.has_retry_in_ms())
+            item.retry_in_ms = v.retry_in_ms();
+        } else if (v.verdict() != v1::DeliveryReply::VERDICT_ACK) {
+          continue;
         }
-        for (auto& [target, msg] : out)
-          caf::anon_send(target, std::move(msg));
-        act(self);
-      },
-      [self, cid, refs](caf::error& err) {
-        auto& st = self->state;
-        bool timeout = err == caf::sec::request_timeout;
-        auto now_ms = st.clock.now_ms();
-        for (auto& ref : refs)
-          st.logic->failed(cid, ref, timeout, now_ms, st.fx);
-        act(self);
-      });
+        const auto& target = settle_target(self, refs[k].id);
+        auto j = std::find_if(out.begin(), out.end(),
+                              [&](auto& p) { return p.first == target; });
+        if (j == out.end()) {
+          out.emplace_back(target, settle_batch_msg{});
+          j = std::prev(out.end());
+          j->second.items.reserve(refs.size() - k);
+        }
+        j->second.items.push_back(std::move(item));
+      }
+      for (auto& [target, msg] : out)
+        caf::anon_send(target, std::move(msg));
+      act(self);
+    },
+    [self, cid, refs](caf::error& err) {
+      auto& st = self->state;
+      bool timeout = err == caf::sec::request_timeout;
+      auto now_ms = st.clock.now_ms();
+      for (auto& ref : refs)
+        st.logic->failed(cid, ref, timeout, now_ms, st.fx);
+      act(self);
+    });
 }
 
 /// Payload bytes one batch message carries at most (a larger delivery goes
@@ -337,6 +378,18 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
       st.logic->expire(st.clock.now_ms(), st.fx);
       act(self);
       arm_expiry(self);
+    },
+    [self](overdue_atom, uint64_t gen) {
+      auto& st = self->state;
+      if (gen != st.overdue_generation)
+        return;
+      st.overdue_armed_ms = std::numeric_limits<int64_t>::max();
+      // What CAF's clock sends at a request's timeout: its answer becomes
+      // request_timeout. An answer that still arrives later is dropped.
+      for (auto id : st.awaiting.pop_due(st.clock.now_ms()))
+        self->eq_impl(caf::message_id{id}, self->ctrl(), self->context(),
+                      caf::make_error(caf::sec::request_timeout));
+      arm_overdue(self);
     },
     [self](shard_up_msg& msg) {
       auto& st = self->state;

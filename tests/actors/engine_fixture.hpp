@@ -307,6 +307,9 @@ public:
 
   caf::scoped_actor& self() noexcept { return self_; }
 
+  /// Timeouts and delayed messages the actor clock holds.
+  size_t clock_entries() { return sched_.clock().schedule().size(); }
+
 private:
   storage::test::temp_dir dir_;
   test_config caf_cfg_;

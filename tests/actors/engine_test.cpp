@@ -390,6 +390,24 @@ BOOST_AUTO_TEST_CASE(a_batch_consumer_gets_many_deliveries_per_message) {
   BOOST_TEST(log->batches.size() + log->singles.size() == messages);
 }
 
+BOOST_AUTO_TEST_CASE(answered_deliveries_leave_no_timeout_behind) {
+  // CAF 0.17 keeps a request's timeout in its clock until the deadline
+  // even after the answer: with a timeout per delivery request, a busy
+  // node with long leases would hold one per delivery of a whole lease.
+  auto [one, one_log] = this->consumer("one", verdict_mode::ack);
+  auto [many, many_log] = this->batch_consumer("many", 4);
+  auto due = now_ms() + 100;
+  for (int i = 0; i < 300; ++i) {
+    schedule_at("one", due + i);
+    schedule_at("many", due + i);
+  }
+  advance_to(due + 300);
+  BOOST_REQUIRE_EQUAL(one_log->got.size(), 300u);
+  BOOST_TEST(stats().acked() == 600u);
+  // Well inside the 30 s lease: what is left is the engine's own timers.
+  BOOST_TEST(clock_entries() < 20u);
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_answer_settles_each_delivery_by_its_verdict) {
   auto [c, log] = this->batch_consumer("mixed", 16);
   // The first batch: ack, nack (retry in 200 ms), and no verdict for the
