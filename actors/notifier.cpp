@@ -19,6 +19,22 @@ namespace dally::actors {
 
 namespace {
 
+/// One of the notifier's armed timers: its generation (the message of an
+/// older one is ignored) and wall-clock target.
+struct armed_check {
+  uint64_t generation = 0;
+  int64_t armed_ms = std::numeric_limits<int64_t>::max();
+
+  /// Whether the timer message of generation `gen` is the armed one; if
+  /// so, nothing is armed any more.
+  bool claim(uint64_t gen) noexcept {
+    if (gen != generation)
+      return false;
+    armed_ms = std::numeric_limits<int64_t>::max();
+    return true;
+  }
+};
+
 struct notifier_state {
   static inline const char* name = "dally.notifier";
 
@@ -37,15 +53,12 @@ struct notifier_state {
   std::unordered_map<consumer_id, std::pair<consumer_actor, uint32_t>>
     consumers;
   dispatch_effects fx;
-  /// The armed expiry check: its generation and wall-clock target.
-  uint64_t expire_generation = 0;
-  int64_t expire_armed_ms = std::numeric_limits<int64_t>::max();
+  /// The armed expiry check of queued deliveries.
+  armed_check expiry;
   /// Requests to consumers awaiting an answer, timed out by one armed
-  /// check rather than by CAF's clock (see answer_deadlines): the check's
-  /// generation and wall-clock target.
+  /// check rather than by CAF's clock (see answer_deadlines).
   answer_deadlines awaiting;
-  uint64_t overdue_generation = 0;
-  int64_t overdue_armed_ms = std::numeric_limits<int64_t>::max();
+  armed_check overdue;
 };
 
 using notifier_actor = caf::stateful_actor<notifier_state>;
@@ -64,18 +77,24 @@ const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
   return st.engine;
 }
 
+/// Arms `check` (sending `Atom` and its generation) at `next_ms`, unless
+/// it is armed for then or sooner: the armed check re-arms when it runs.
+template<class Atom>
+void arm_at(notifier_actor* self, armed_check& check, int64_t next_ms) {
+  if (next_ms >= check.armed_ms)
+    return;
+  check.armed_ms = next_ms;
+  auto gen = ++check.generation;
+  auto delay_ms = std::max<int64_t>(0, next_ms - self->state.clock.now_ms());
+  self->delayed_send(self, std::chrono::milliseconds{delay_ms}, Atom::value,
+                     gen);
+}
+
 /// Keeps one check armed at the earliest deadline of an unanswered
 /// request; re-armed after each check.
 void arm_overdue(notifier_actor* self) {
   auto& st = self->state;
-  auto next = st.awaiting.next_ms();
-  if (next >= st.overdue_armed_ms)
-    return; // The armed check comes first; it re-arms when it runs.
-  st.overdue_armed_ms = next;
-  auto gen = ++st.overdue_generation;
-  auto delay_ms = std::max<int64_t>(0, next - st.clock.now_ms());
-  self->delayed_send(self, std::chrono::milliseconds{delay_ms},
-                     overdue_atom::value, gen);
+  arm_at<overdue_atom>(self, st.overdue, st.awaiting.next_ms());
 }
 
 /// Sends `msg` to `dest` as a request that times out at the lease deadline
@@ -281,14 +300,7 @@ void send_all(notifier_actor* self,
 /// it is caught by the next check, or when its turn comes.
 void arm_expiry(notifier_actor* self) {
   auto& st = self->state;
-  auto next = st.logic->next_expiry_ms();
-  if (next >= st.expire_armed_ms)
-    return; // The armed check comes first; it re-arms when it runs.
-  st.expire_armed_ms = next;
-  auto gen = ++st.expire_generation;
-  auto delay_ms = std::max<int64_t>(0, next - st.clock.now_ms());
-  self->delayed_send(self, std::chrono::milliseconds{delay_ms},
-                     expire_atom::value, gen);
+  arm_at<expire_atom>(self, st.expiry, st.logic->next_expiry_ms());
 }
 
 /// Keeps one release armed, at the earliest held delivery's due time.
@@ -372,18 +384,16 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
     },
     [self](expire_atom, uint64_t gen) {
       auto& st = self->state;
-      if (gen != st.expire_generation)
+      if (!st.expiry.claim(gen))
         return;
-      st.expire_armed_ms = std::numeric_limits<int64_t>::max();
       st.logic->expire(st.clock.now_ms(), st.fx);
       act(self);
       arm_expiry(self);
     },
     [self](overdue_atom, uint64_t gen) {
       auto& st = self->state;
-      if (gen != st.overdue_generation)
+      if (!st.overdue.claim(gen))
         return;
-      st.overdue_armed_ms = std::numeric_limits<int64_t>::max();
       // What CAF's clock sends at a request's timeout: its answer becomes
       // request_timeout. An answer that still arrives later is dropped.
       for (auto id : st.awaiting.pop_due(st.clock.now_ms()))
