@@ -199,7 +199,7 @@ struct peer_options {
   /// beanstalkd: pipelined reserves, Dally: max_batch).
   uint32_t consumer_batch = 64;
   /// Tasks per schedule_batch request of a Dally producer.
-  uint32_t dally_request_tasks = 256;
+  uint32_t dally_request_tasks = 1024;
   /// Most due members the Redis mover moves per script call.
   uint32_t redis_move_batch = 500;
   /// Payload size of every task.

@@ -18,7 +18,7 @@
 //                       task count of one row
 //   --batch B (1024 tasks in flight per producer)
 //   --consumer-batch K (64) --payload-bytes S (64)
-//   --dally-request-tasks N (256 tasks per schedule_batch request)
+//   --dally-request-tasks N (1024 tasks per schedule_batch request)
 //   --redis-move-batch N (500 members per mover script call)
 //   --sync-period-ms MS (50: Dally's periodic durability, and with sync
 //                       the fsync of writes nobody waits for)
