@@ -88,7 +88,7 @@ struct dispatcher::impl {
     size_t next = 0;
     /// Most entries `queue` may hold: the members' max_in_flight summed.
     uint64_t queue_bound = 1;
-    std::deque<v1::Delivery> queue;
+    std::deque<delivery_box> queue;
     uint64_t in_flight = 0;
     uint64_t delivered = 0;
     uint64_t expired = 0;
@@ -179,7 +179,7 @@ struct dispatcher::impl {
   /// The topic has no consumer left: its queue goes back to the shards.
   void orphan(topic_state& t, dispatch_effects& out) {
     for (auto& d : t.queue)
-      out.undelivered.push_back(ref_of(d));
+      out.undelivered.push_back(ref_of(*d));
     t.queue.clear();
     announce(t, false, out);
   }
@@ -296,8 +296,8 @@ struct dispatcher::impl {
   bool return_overdue_front(topic_state& t, int64_t now_ms,
                             dispatch_effects& out) {
     bool any = false;
-    while (!t.queue.empty() && overdue(t.queue.front(), now_ms)) {
-      give_back(t, t.queue.front(), out);
+    while (!t.queue.empty() && overdue(*t.queue.front(), now_ms)) {
+      give_back(t, *t.queue.front(), out);
       t.queue.pop_front();
       any = true;
     }
@@ -316,7 +316,7 @@ struct dispatcher::impl {
     }
     auto& m = t.members[pos];
     t.next = (pos + 1) % t.members.size();
-    auto ref = ref_of(t.queue.front());
+    auto ref = ref_of(*t.queue.front());
     // The same delivery twice at one consumer is sent but counted once.
     if (m.state->held.try_emplace(ref, held_entry{&t, seq_++}).second) {
       ++m.held;
@@ -363,9 +363,10 @@ struct dispatcher::impl {
 
   // -- events -----------------------------------------------------------------
 
-  void deliver(std::vector<v1::Delivery>& batch, int64_t now_ms,
+  void deliver(std::vector<delivery_box>& batch, int64_t now_ms,
                dispatch_effects& out) {
-    for (auto& d : batch) {
+    for (auto& box : batch) {
+      const auto& d = *box;
       auto& t = topic(d.topic());
       if (t.members.empty()) {
         out.undelivered.push_back(ref_of(d));
@@ -389,7 +390,7 @@ struct dispatcher::impl {
       // delivery sent back costs its shard two writes and a reload.
       if (t.queue.size() >= t.queue_bound)
         announce(t, false, out);
-      t.queue.push_back(std::move(d));
+      t.queue.push_back(std::move(box));
       make_ready(t);
       pump(now_ms, out);
     }
@@ -478,7 +479,7 @@ struct dispatcher::impl {
     auto next = never_ms;
     for (const auto& [name, t] : topics_)
       if (!t.queue.empty())
-        next = std::min(next, return_at(t.queue.front()));
+        next = std::min(next, return_at(*t.queue.front()));
     return next;
   }
 
@@ -525,7 +526,7 @@ void dispatcher::consumer_down(consumer_id id, int64_t now_ms,
   impl_->consumer_down(id, now_ms, out);
 }
 
-void dispatcher::deliver(std::vector<v1::Delivery> batch, int64_t now_ms,
+void dispatcher::deliver(std::vector<delivery_box> batch, int64_t now_ms,
                          dispatch_effects& out) {
   impl_->deliver(batch, now_ms, out);
 }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/delivery_box.hpp"
 #include "actors/shard_logic.hpp"
 #include "proto/dally_api.pb.h"
 
@@ -30,7 +31,7 @@ struct consumer_slot {
 /// the actor acts on everything and clears it.
 struct dispatch_effects {
   /// Deliveries to send now, each to one consumer.
-  std::vector<std::pair<consumer_id, v1::Delivery>> send;
+  std::vector<std::pair<consumer_id, delivery_box>> send;
   /// Deliveries whose consumer died: due again at once (shard `requeue`).
   std::vector<delivery_ref> requeue;
   /// Deliveries nobody could take: pending again, attempt not counted
@@ -117,7 +118,7 @@ public:
   /// Deliveries a shard fired, in due order. One that arrives past half its
   /// lease goes back undelivered, as `expire` would give it back (a lease
   /// deadline of 0 never runs out).
-  void deliver(std::vector<v1::Delivery> batch, int64_t now_ms,
+  void deliver(std::vector<delivery_box> batch, int64_t now_ms,
                dispatch_effects& out);
 
   /// `id` answered `d` (any verdict): its slot is free. False if `d` was

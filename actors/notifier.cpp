@@ -127,8 +127,9 @@ delivery_ref ref_of(const v1::Delivery& d) {
   return delivery_ref{d.id().task_id(), d.id().occurrence(), d.id().attempt()};
 }
 
-void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
+void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
   auto& st = self->state;
+  auto& d = *box;
   auto i = st.consumers.find(cid);
   if (i == st.consumers.end()) {
     // Unknown handle (a race with its removal): treat it as gone.
@@ -180,12 +181,12 @@ void send_one(notifier_actor* self, consumer_id cid, v1::Delivery d) {
 /// the earliest of their lease deadlines; its answer settles them all, and
 /// the acks and nacks go to each shard in one message.
 void send_batch(notifier_actor* self, consumer_id cid,
-                std::vector<v1::Delivery> items) {
+                std::vector<delivery_box> items) {
   auto& st = self->state;
   auto i = st.consumers.find(cid);
   if (i == st.consumers.end()) {
     for (auto& d : items)
-      st.logic->failed(cid, ref_of(d), false, st.clock.now_ms(), st.fx);
+      st.logic->failed(cid, ref_of(*d), false, st.clock.now_ms(), st.fx);
     return;
   }
   std::vector<delivery_ref> refs;
@@ -194,9 +195,9 @@ void send_batch(notifier_actor* self, consumer_id cid,
   v1::DeliveryBatch batch;
   batch.mutable_deliveries()->Reserve(static_cast<int>(items.size()));
   for (auto& d : items) {
-    refs.push_back(ref_of(d));
-    deadline_ms = std::min(deadline_ms, d.lease_deadline_ms());
-    *batch.add_deliveries() = std::move(d);
+    refs.push_back(ref_of(*d));
+    deadline_ms = std::min(deadline_ms, d->lease_deadline_ms());
+    batch.mutable_deliveries()->AddAllocated(d.release());
   }
   auto handle = caf::actor_cast<caf::actor>(i->second.first);
   request_until<delivery_batch_reply>(
@@ -252,9 +253,9 @@ constexpr size_t max_batch_payload_bytes = size_t{1} << 20;
 /// consumer; to a batch consumer, its deliveries of this round in batches
 /// of up to its `max_batch`, in the dispatcher's order.
 void send_all(notifier_actor* self,
-              std::vector<std::pair<consumer_id, v1::Delivery>> sends) {
+              std::vector<std::pair<consumer_id, delivery_box>> sends) {
   auto& st = self->state;
-  std::unordered_map<consumer_id, std::vector<v1::Delivery>> pending;
+  std::unordered_map<consumer_id, std::vector<delivery_box>> pending;
   std::vector<consumer_id> order;
   for (auto& [cid, d] : sends) {
     auto i = st.consumers.find(cid);
@@ -272,11 +273,11 @@ void send_all(notifier_actor* self,
   for (auto cid : order) {
     auto& items = pending[cid];
     size_t max_batch = st.consumers[cid].second;
-    std::vector<v1::Delivery> batch;
+    std::vector<delivery_box> batch;
     batch.reserve(std::min(max_batch, items.size()));
     size_t bytes = 0;
     for (auto& d : items) {
-      auto size = d.payload().size();
+      auto size = d->payload().size();
       if (!batch.empty() && (batch.size() == max_batch ||
                              bytes + size > max_batch_payload_bytes)) {
         send_batch(self, cid, std::move(batch));

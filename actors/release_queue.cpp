@@ -20,8 +20,8 @@ int64_t release_queue::next_release_ms() const noexcept {
   return buckets_.begin()->first;
 }
 
-std::vector<v1::Delivery> release_queue::pop_due(int64_t now_ms) {
-  std::vector<v1::Delivery> out;
+std::vector<delivery_box> release_queue::pop_due(int64_t now_ms) {
+  std::vector<delivery_box> out;
   while (!buckets_.empty() && buckets_.begin()->first <= now_ms) {
     auto node = buckets_.extract(buckets_.begin());
     size_ -= node.mapped().size();
@@ -29,7 +29,7 @@ std::vector<v1::Delivery> release_queue::pop_due(int64_t now_ms) {
     for (auto& item : node.mapped()) {
       if (item.hold && !item.hold->claim())
         continue; // Revoked or rescheduled before its time.
-      item.delivery.set_fire_ms(now_ms);
+      item.delivery->set_fire_ms(now_ms);
       out.push_back(std::move(item.delivery));
     }
   }

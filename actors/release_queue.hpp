@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/delivery_box.hpp"
 #include "actors/delivery_hold.hpp"
 #include "proto/dally_api.pb.h"
 
@@ -15,7 +16,7 @@ namespace dally::actors {
 /// out at `release_ms` (its due time) unless its shard cancels `hold`
 /// first.
 struct held_delivery {
-  v1::Delivery delivery;
+  delivery_box delivery;
   int64_t release_ms = 0;
   std::shared_ptr<delivery_hold> hold;
 };
@@ -34,7 +35,7 @@ public:
 
   /// Claims and returns the deliveries due at `now_ms`, in release order,
   /// stamped as fired at `now_ms`; those their shard cancelled are dropped.
-  std::vector<v1::Delivery> pop_due(int64_t now_ms);
+  std::vector<delivery_box> pop_due(int64_t now_ms);
 
   /// Items held, cancelled ones included until their release time.
   size_t size() const noexcept { return size_; }

@@ -173,7 +173,8 @@ void send_deliveries(shard_actor* self, std::vector<held_delivery>& items) {
   std::vector<size_t> index(items.size());
   std::vector<size_t> count(notifiers.size());
   for (size_t k = 0; k < items.size(); ++k)
-    ++count[index[k] = hash_index(items[k].delivery.topic(), notifiers.size())];
+    ++count[index[k] =
+              hash_index(items[k].delivery->topic(), notifiers.size())];
   std::vector<deliver_batch> per(notifiers.size());
   for (size_t i = 0; i < per.size(); ++i)
     per[i].items.reserve(count[i]);

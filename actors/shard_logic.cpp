@@ -1179,7 +1179,7 @@ struct shard_logic::impl {
         block.reset(new delivery_hold[fired_.size()]);
       item.hold = std::shared_ptr<delivery_hold>(block, &block[used++]);
       holds_.insert_or_assign(f.key.id, item.hold);
-      auto& d = item.delivery;
+      auto& d = *item.delivery;
       auto* id = d.mutable_id();
       id->set_task_id(rec.task.id);
       id->set_occurrence(rec.fired_count);

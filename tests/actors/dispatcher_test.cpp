@@ -15,6 +15,7 @@
 
 using dally::actors::consumer_id;
 using dally::actors::consumer_slot;
+using dally::actors::delivery_box;
 using dally::actors::delivery_ref;
 using dally::actors::dispatch_effects;
 using dally::actors::dispatcher;
@@ -25,7 +26,7 @@ namespace {
 
 using availability_list = std::vector<std::pair<std::string, bool>>;
 
-v1::Delivery make_delivery(const std::string& topic, uint64_t id,
+delivery_box make_delivery(const std::string& topic, uint64_t id,
                            int64_t lease_deadline_ms = 0) {
   v1::Delivery d;
   d.mutable_id()->set_task_id(id);
@@ -35,14 +36,14 @@ v1::Delivery make_delivery(const std::string& topic, uint64_t id,
   d.set_payload("payload-" + std::to_string(id));
   d.set_attempt(1);
   d.set_lease_deadline_ms(lease_deadline_ms);
-  return d;
+  return delivery_box{std::move(d)};
 }
 
 /// Deliveries with ids first, first + 1, ... of one topic.
-std::vector<v1::Delivery> make_batch(const std::string& topic, uint64_t first,
+std::vector<delivery_box> make_batch(const std::string& topic, uint64_t first,
                                      size_t count,
                                      int64_t lease_deadline_ms = 0) {
-  std::vector<v1::Delivery> batch;
+  std::vector<delivery_box> batch;
   for (size_t i = 0; i < count; ++i)
     batch.push_back(make_delivery(topic, first + i, lease_deadline_ms));
   return batch;
@@ -63,7 +64,7 @@ std::vector<uint64_t> ids_of(const std::vector<delivery_ref>& refs) {
 std::vector<uint64_t> sent_ids(const dispatch_effects& fx) {
   std::vector<uint64_t> ids;
   for (const auto& [cid, d] : fx.send)
-    ids.push_back(d.id().task_id());
+    ids.push_back(d->id().task_id());
   return ids;
 }
 
@@ -80,7 +81,7 @@ std::map<consumer_id, std::vector<uint64_t>>
 by_consumer(const dispatch_effects& fx) {
   std::map<consumer_id, std::vector<uint64_t>> result;
   for (const auto& [cid, d] : fx.send)
-    result[cid].push_back(d.id().task_id());
+    result[cid].push_back(d->id().task_id());
   return result;
 }
 
@@ -102,7 +103,7 @@ BOOST_AUTO_TEST_CASE(consumers_of_a_topic_share_its_load) {
   // Equal load: strict rotation.
   for (size_t i = 0; i < fx.send.size(); ++i)
     BOOST_TEST(fx.send[i].first == consumer_id{i % 3 + 1});
-  BOOST_TEST(fx.send[0].second.payload() == "payload-1");
+  BOOST_TEST(fx.send[0].second->payload() == "payload-1");
   auto sent = by_consumer(fx);
   BOOST_TEST(sent[1].size() == 10u);
   BOOST_TEST(sent[2].size() == 10u);
@@ -180,7 +181,7 @@ BOOST_AUTO_TEST_CASE(total_cap_holds_across_topics_and_frees_fairly) {
     BOOST_REQUIRE(disp.answered(cid, ref(id), 0, fx));
     BOOST_REQUIRE_EQUAL(fx.send.size(), 1u);
     order.push_back(fx.send[0].first);
-    held[fx.send[0].first].push_back(fx.send[0].second.id().task_id());
+    held[fx.send[0].first].push_back(fx.send[0].second->id().task_id());
     BOOST_TEST(disp.in_flight() == 4u);
   }
   BOOST_TEST(order == (std::vector<consumer_id>{2, 3, 1, 2, 3, 1, 2, 3}));
@@ -327,7 +328,7 @@ BOOST_AUTO_TEST_CASE(a_delivery_that_waited_half_its_lease_goes_back) {
   dispatch_effects fx;
   disp.set_consumers("t", {{1, 2}}, 0, fx);
   fx.clear();
-  std::vector<v1::Delivery> batch;
+  std::vector<delivery_box> batch;
   batch.push_back(make_delivery("t", 1, 1'000));
   batch.push_back(make_delivery("t", 2, 1'000));
   batch.push_back(make_delivery("t", 3, 500));
@@ -635,7 +636,7 @@ BOOST_AUTO_TEST_CASE(random_operations_keep_the_books) {
         auto count = 1 + below(8);
         auto batch = make_batch(topic, next_id, count, now_ms + 50);
         for (auto& d : batch)
-          d.set_fire_ms(now_ms);
+          d->set_fire_ms(now_ms);
         for (uint64_t i = 0; i < count; ++i)
           topic_of[next_id + i] = topic;
         next_id += count;
@@ -644,14 +645,14 @@ BOOST_AUTO_TEST_CASE(random_operations_keep_the_books) {
       }
     }
     for (const auto& [cid, d] : fx.send) {
-      const auto& topic = d.topic();
+      const auto& topic = d->topic();
       // Sent only to a current consumer of the topic, within its cap.
       auto& list = lists[topic];
       auto slot = std::find_if(list.begin(), list.end(),
                                [cid](const auto& s) { return s.id == cid; });
       BOOST_REQUIRE(slot != list.end());
       auto& set = held[cid][topic];
-      BOOST_REQUIRE(set.insert(d.id().task_id()).second);
+      BOOST_REQUIRE(set.insert(d->id().task_id()).second);
       BOOST_REQUIRE_LE(set.size(), slot->max_in_flight);
     }
     for (const auto& r : fx.requeue) {

@@ -17,8 +17,8 @@ namespace {
 
 held_delivery item(uint64_t id, int64_t release_ms) {
   held_delivery out;
-  out.delivery.mutable_id()->set_task_id(id);
-  out.delivery.set_due_ms(release_ms);
+  out.delivery->mutable_id()->set_task_id(id);
+  out.delivery->set_due_ms(release_ms);
   out.release_ms = release_ms;
   out.hold = std::make_shared<delivery_hold>();
   return out;
@@ -40,16 +40,16 @@ BOOST_AUTO_TEST_CASE(releases_in_time_order_and_never_early) {
   auto got = q.pop_due(110);
   BOOST_REQUIRE_EQUAL(got.size(), 3u);
   // By release time; equal times in the order they came.
-  BOOST_TEST(got[0].id().task_id() == 4u);
-  BOOST_TEST(got[1].id().task_id() == 1u);
-  BOOST_TEST(got[2].id().task_id() == 2u);
+  BOOST_TEST(got[0]->id().task_id() == 4u);
+  BOOST_TEST(got[1]->id().task_id() == 1u);
+  BOOST_TEST(got[2]->id().task_id() == 2u);
   for (const auto& d : got)
-    BOOST_TEST(d.fire_ms() == 110);
+    BOOST_TEST(d->fire_ms() == 110);
   BOOST_TEST(q.size() == 1u);
   BOOST_TEST(q.next_release_ms() == 130);
   got = q.pop_due(1'000);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
-  BOOST_TEST(got[0].fire_ms() == 1'000);
+  BOOST_TEST(got[0]->fire_ms() == 1'000);
   BOOST_TEST(q.empty());
 }
 
@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_hold_never_goes_out) {
   BOOST_TEST(!dropped_hold->cancel());
   auto got = q.pop_due(100);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
-  BOOST_TEST(got[0].id().task_id() == 1u);
+  BOOST_TEST(got[0]->id().task_id() == 1u);
   BOOST_TEST(q.empty());
   // Released: the shard can no longer take it back.
   BOOST_TEST(!kept_hold->pending());

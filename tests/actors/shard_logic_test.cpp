@@ -245,7 +245,10 @@ struct fixture {
     BOOST_REQUIRE(!logic->dirty());
     for (auto& item : res.deliveries)
       releases.push(std::move(item));
-    return releases.pop_due(now);
+    std::vector<v1::Delivery> out;
+    for (auto& d : releases.pop_due(now))
+      out.push_back(std::move(*d));
+    return out;
   }
 
   /// The next time the shard or its held deliveries need attention.
@@ -447,13 +450,13 @@ BOOST_FIXTURE_TEST_CASE(held_deliveries_go_out_without_the_shard, fixture) {
   BOOST_TEST(releases.pop_due(due - 1).empty());
   auto got = releases.pop_due(due);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
-  BOOST_TEST(got[0].due_ms() == due);
-  BOOST_TEST(got[0].fire_ms() == due);
+  BOOST_TEST(got[0]->due_ms() == due);
+  BOOST_TEST(got[0]->fire_ms() == due);
   BOOST_TEST(releases.next_release_ms() == due + 1);
   BOOST_TEST(logic->held_size() == 1u);
   got = releases.pop_due(due + 5);
   BOOST_REQUIRE_EQUAL(got.size(), 1u);
-  BOOST_TEST(got[0].fire_ms() == due + 5);
+  BOOST_TEST(got[0]->fire_ms() == due + 5);
   BOOST_TEST(logic->held_size() == 0u);
   BOOST_TEST(!logic->dirty());
 }
@@ -1959,7 +1962,7 @@ BOOST_FIXTURE_TEST_CASE(at_sync_only_commits_someone_waits_for_are_fsynced,
     BOOST_REQUIRE_MESSAGE(!res.err, "commit failed: " << res.err);
     std::vector<v1::Delivery> out;
     for (auto& item : res.deliveries)
-      out.push_back(std::move(item.delivery));
+      out.push_back(std::move(*item.delivery));
     return out;
   };
   auto a = add(t0);
@@ -2418,7 +2421,7 @@ void run_random(uint64_t seed) {
         }
       } else {
         for (auto& item : res.deliveries) {
-          const auto& d = item.delivery;
+          const auto& d = *item.delivery;
           auto it = staged.find(d.id().task_id());
           BOOST_REQUIRE(it != staged.end());
           auto& t = it->second;
@@ -2441,7 +2444,8 @@ void run_random(uint64_t seed) {
         }
         committed = std::move(staged);
       }
-      for (const auto& d : f.releases.pop_due(f.now)) {
+      for (const auto& box : f.releases.pop_due(f.now)) {
+        const auto& d = *box;
         auto& t = committed.at(d.id().task_id());
         if (t.stale_hold && d.attempt() == t.attempt) {
           t.stale_hold = false;
