@@ -1014,6 +1014,7 @@ struct shard_logic::impl {
     }
     // Before the batch's writes: a write of the same task supersedes what
     // this tracks (update_leases drops the mark).
+    build_deliveries(out.deliveries);
     track_unwritten_fires();
     window_->on_write(batch_);
     update_leases(now_ms);
@@ -1058,6 +1059,19 @@ struct shard_logic::impl {
   void update_leases(int64_t now_ms) {
     auto hot_before_ms = saturating_add(now_ms, opts_.hot_horizon_ms);
     for (auto& op : batch_.ops()) {
+      if (auto* put = std::get_if<storage::write_batch::put_op>(&op);
+          put != nullptr && put->rec.state == task_state::pending) {
+        // A put is of a task this batch created (schedule), and it fires
+        // only after the commit: nothing holds, leases, marks, counts or
+        // caches it yet, so none of the probes below could hit.
+        [[maybe_unused]] auto id = put->rec.task.id;
+        assert(!holds_.contains(id) && !unwritten_fires_.contains(id) &&
+               !leases_.contains(id) && !in_flight_topics_.contains(id) &&
+               !cached_.contains(id));
+        if (put->rec.index_ms() <= hot_before_ms)
+          remember_new(std::move(put->rec));
+        continue;
+      }
       // A newer write of the task supersedes its delivery's hold: a revoke
       // or reschedule cancelled it when staged, a settle follows its
       // release.
@@ -1093,7 +1107,7 @@ struct shard_logic::impl {
       if (!f.unwritten)
         continue;
       const auto& key = f.key;
-      const auto* entry = overlay_.find(key.id);
+      auto* entry = overlay_.find(key.id);
       if (entry == nullptr || entry->what != staged_entry::kind::live)
         continue;
       const auto& rec = entry->rec;
@@ -1104,8 +1118,9 @@ struct shard_logic::impl {
       unwritten_fires_.insert_or_assign(
         key.id,
         fire_mark{rec.fired_count, rec.task.attempt, rec.lease_deadline_ms});
-      auto copy = rec;
-      remember(std::move(copy));
+      // build_deliveries copied what the delivery needs of it.
+      remember(std::move(entry->rec));
+      entry->what = staged_entry::kind::erased;
     }
   }
 
@@ -1131,8 +1146,13 @@ struct shard_logic::impl {
   /// Caches the committed record `rec` (the last one of its task wins), if
   /// it fits.
   void remember(task_record&& rec) {
+    forget(rec.task.id);
+    remember_new(std::move(rec));
+  }
+
+  /// remember() of a record whose task the cache does not hold.
+  void remember_new(task_record&& rec) {
     auto id = rec.task.id;
-    forget(id);
     auto size = footprint(rec);
     if (cached_bytes_ + size > opts_.record_cache_bytes)
       return;
@@ -1157,14 +1177,13 @@ struct shard_logic::impl {
       cached_.rehash(0);
   }
 
-  /// Builds the deliveries of the batch's committed fires, each with a
-  /// hold its release claims and a revoke or reschedule may cancel first.
-  void hold_deliveries(std::vector<held_delivery>& out) {
+  /// Builds the deliveries of the batch's committed fires. A first
+  /// delivery without a write copies the record's strings, since the record
+  /// itself moves on to the record cache (track_unwritten_fires); a written
+  /// fire's record is cached from the batch, so its strings move out of the
+  /// overlay.
+  void build_deliveries(std::vector<held_delivery>& out) {
     out.reserve(fired_.size());
-    // One block for the batch's holds, which share it: it goes once the
-    // last of them is dropped.
-    std::shared_ptr<delivery_hold[]> block;
-    size_t used = 0;
     for (const auto& f : fired_) {
       auto* entry = overlay_.find(f.key.id);
       if (entry == nullptr || entry->what != staged_entry::kind::live)
@@ -1175,10 +1194,6 @@ struct shard_logic::impl {
         continue;
       auto& item = out.emplace_back();
       item.release_ms = f.key.index_ms;
-      if (!block)
-        block.reset(new delivery_hold[fired_.size()]);
-      item.hold = std::shared_ptr<delivery_hold>(block, &block[used++]);
-      holds_.insert_or_assign(f.key.id, item.hold);
       auto& d = *item.delivery;
       auto* id = d.mutable_id();
       id->set_task_id(rec.task.id);
@@ -1187,10 +1202,30 @@ struct shard_logic::impl {
       d.set_due_ms(rec.task.due_ms);
       d.set_attempt(rec.task.attempt);
       d.set_lease_deadline_ms(rec.lease_deadline_ms);
-      // The overlay is cleared right after: its strings move out.
-      d.set_topic(std::move(rec.task.topic));
-      d.set_payload(std::move(rec.task.payload));
-      entry->what = staged_entry::kind::erased;
+      if (f.unwritten) {
+        d.set_topic(rec.task.topic);
+        d.set_payload(rec.task.payload);
+      } else {
+        d.set_topic(std::move(rec.task.topic));
+        d.set_payload(std::move(rec.task.payload));
+        entry->what = staged_entry::kind::erased;
+      }
+    }
+  }
+
+  /// Gives each built delivery a hold that its release claims and a revoke
+  /// or reschedule may cancel first. After update_leases, which drops the
+  /// holds that this batch's writes supersede.
+  void hold_deliveries(std::vector<held_delivery>& out) {
+    if (out.empty())
+      return;
+    // One block for the batch's holds, which share it: it goes once the
+    // last of them is dropped.
+    std::shared_ptr<delivery_hold[]> block{new delivery_hold[out.size()]};
+    size_t used = 0;
+    for (auto& item : out) {
+      item.hold = std::shared_ptr<delivery_hold>(block, &block[used++]);
+      holds_.insert_or_assign(item.delivery->id().task_id(), item.hold);
     }
   }
 
@@ -1446,7 +1481,7 @@ core::result<change_outcome> shard_logic::revoke(int64_t, core::task_id id) {
     return change_outcome::done;
   }
   // A delivery fired in this batch, or held until its due time, has not
-  // gone out yet: the revoke stops it (hold_deliveries skips erased tasks,
+  // gone out yet: the revoke stops it (build_deliveries skips erased tasks,
   // a held one's hold is cancelled).
   bool running = in_flight && !s.take_back(id);
   s.stage_erase(found);
