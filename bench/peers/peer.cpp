@@ -36,9 +36,7 @@ bool decode_body(std::string_view body, uint64_t& id, int64_t& due_ms) {
 }
 
 delivery_log::delivery_log(uint64_t tasks)
-  : tasks_(tasks), first_us_(new std::atomic<int64_t>[tasks]()),
-    body_due_ms_(new std::atomic<int64_t>[tasks]()),
-    count_(new std::atomic<uint32_t>[tasks]()) {
+  : tasks_(tasks), tasks_seen_(new task_seen[tasks]) {
   // nop
 }
 
@@ -52,15 +50,16 @@ void delivery_log::received(std::string_view body, int64_t recv_us) {
   }
   // Keep the earliest receive time: an early delivery must not hide
   // behind a later one.
-  auto& first = first_us_[id];
+  auto& seen_task = tasks_seen_[id];
+  auto& first = seen_task.first_us;
   auto seen = first.load(std::memory_order_relaxed);
   while (
     (seen == 0 || recv_us < seen) &&
     !first.compare_exchange_weak(seen, recv_us, std::memory_order_relaxed)) {
     // seen reloaded
   }
-  body_due_ms_[id].store(due_ms, std::memory_order_relaxed);
-  if (count_[id].fetch_add(1, std::memory_order_relaxed) == 0)
+  seen_task.body_due_ms.store(due_ms, std::memory_order_relaxed);
+  if (seen_task.count.fetch_add(1, std::memory_order_relaxed) == 0)
     unique_.fetch_add(1, std::memory_order_relaxed);
 }
 
