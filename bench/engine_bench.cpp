@@ -12,7 +12,9 @@
 //     case again with durability none, and for comparison at the load
 //     factor of the burst throughput of 1; against the host's own timer
 //     lateness (bench::timer_probe, a thread waking every 1 ms), idle
-//     before each row and beside the stream.
+//     before each row and beside the stream, the host's steal time
+//     (bench/host_steal.hpp) at both, and the stalls of a thread that
+//     never sleeps, idle.
 //  3. RSS per pending task, inside the window and beyond it, each in a
 //     fresh child process.
 //
@@ -100,6 +102,7 @@
 #include "actors/system_setup.hpp"
 #include "actors/type_ids.hpp"
 #include "bench/engine_drivers.hpp"
+#include "bench/host_steal.hpp"
 #include "bench/store_tools.hpp"
 #include "bench/timer_probe.hpp"
 #include "core/retained_heap.hpp"
@@ -953,6 +956,13 @@ struct lateness_result {
   /// stream, and per period while the stream ran beside it.
   std::array<int64_t, 3> timer_idle{};
   std::vector<std::array<int64_t, 4>> timer_periods;
+  /// The host's steal time in percent of all CPU time (bench::cpu_times)
+  /// during the idle probe and from the stream's start until everything
+  /// was delivered; negative if unknown.
+  double steal_idle_percent = -1;
+  double steal_stream_percent = -1;
+  /// A thread that never sleeps, for 1 s after the idle timer probe.
+  bench::timer_probe::spin_stalls spin_idle;
   uint64_t expected = 0;
   uint64_t delivered = 0;
   uint64_t acked_after_due = 0;
@@ -1138,7 +1148,11 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
               << std::endl;
   }
   {
+    auto steal_before = bench::cpu_times::now();
     auto idle = bench::timer_probe::measure(milliseconds{2'000});
+    out.steal_idle_percent =
+      bench::steal_percent(steal_before, bench::cpu_times::now());
+    out.spin_idle = bench::timer_probe::spin(milliseconds{1'000});
     out.timer_idle = {percentile(idle, 0.5), percentile(idle, 0.99),
                       idle.empty() ? 0 : idle.back()};
   }
@@ -1152,6 +1166,7 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   auto progress = std::make_shared<bench::stream_progress>();
   auto commits_before = stats_or_die(self, engine.handle()).commits();
   auto cpu_before = cpu_s();
+  auto steal_before = bench::cpu_times::now();
   bench::timer_probe probe;
   probe.start();
   sys.spawn(bench::stream_producer, engine.handle(),
@@ -1166,6 +1181,8 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
               << " stream tasks not delivered 30 s after the end" << std::endl;
   probe.stop();
   out.stream_cpu_s = cpu_s() - cpu_before;
+  out.steal_stream_percent =
+    bench::steal_percent(steal_before, bench::cpu_times::now());
   auto st = stats_or_die(self, engine.handle());
   out.stream_commits = st.commits() - commits_before;
   out.engine_in_window = st.in_window();
@@ -1220,7 +1237,13 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   std::cout << "  host timer with the engine idle: p50 "
             << ms_str(out.timer_idle[0]) << " ms, p99 "
             << ms_str(out.timer_idle[1]) << " ms, max "
-            << ms_str(out.timer_idle[2]) << " ms" << std::endl;
+            << ms_str(out.timer_idle[2]) << " ms; host steal "
+            << bench::steal_text(out.steal_idle_percent) << "% idle, "
+            << bench::steal_text(out.steal_stream_percent)
+            << "% beside the stream; a spinning thread stalled over 2 ms "
+            << out.spin_idle.over_2ms << " times in "
+            << fixed(out.spin_idle.span_s, 1) << " s, longest "
+            << ms_str(out.spin_idle.longest_us) << " ms" << std::endl;
   return out;
 }
 
@@ -1414,9 +1437,11 @@ std::string lateness_section(const settings& s, double burst_rate,
      << "| durability | pending | beyond window | stream tasks/s | p50 ms | "
         "p99 ms | p99.9 ms | max ms | delivered/sent | schedule acked after "
         "due | CPU µs per task | commits per 1k tasks | host timer p99 "
-        "ms, idle | host timer p99 ms, beside the stream | load avg |\n"
+        "ms, idle | host timer p99 ms, beside the stream | host steal %, "
+        "idle | host steal %, beside the stream | spinning thread, idle: "
+        "stalls over 2 ms per s, longest ms | load avg |\n"
      << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-        "---:|---|\n";
+        "---:|---:|---:|---:|---|\n";
   bool met = true;
   int64_t host_idle_p99 = 0;
   for (auto& r : rows) {
@@ -1448,8 +1473,13 @@ std::string lateness_section(const settings& s, double burst_rate,
                   static_cast<double>(std::max<uint64_t>(1, r.delivered)),
                 1)
        << " | " << ms_str(r.timer_idle[1]) << " | "
-       << ms_str(static_cast<int64_t>(median(timer_p99))) << " | " << r.load
-       << " |\n";
+       << ms_str(static_cast<int64_t>(median(timer_p99))) << " | "
+       << bench::steal_text(r.steal_idle_percent) << " | "
+       << bench::steal_text(r.steal_stream_percent) << " | "
+       << fixed(static_cast<double>(r.spin_idle.over_2ms) /
+                  std::max(r.spin_idle.span_s, 1e-3),
+                1)
+       << ", " << ms_str(r.spin_idle.longest_us) << " | " << r.load << " |\n";
   }
   md << "\nThe scratch disk's fsync (4 KiB append + fdatasync, 200 times): "
      << "p50 " << ms_str(fsync[0]) << " ms, p99 " << ms_str(fsync[1])
@@ -1465,7 +1495,14 @@ std::string lateness_section(const settings& s, double burst_rate,
      << "per deadline, for 2 s with the engine idle just before each row "
      << "and beside the stream during it (median of the periods' p99). No "
      << "engine on this machine fires more punctually than that thread "
-     << "wakes.\n\n"
+     << "wakes. Host steal is the share of all CPU time that the host "
+     << "took from this machine's vCPUs (/proc/stat), in those 2 s and "
+     << "during the stream: the host deschedules a vCPU for milliseconds at "
+     << "a time, running thread or not, and whatever is due meanwhile is "
+     << "late. The spinning thread shows it without the timer: it reads "
+     << "the clock in a loop for 1 s after the idle probe and counts the "
+     << "gaps between two reads over 2 ms, which busy polling would not "
+     << "escape either.\n\n"
      << (rows.back().rate != rate
            ? "The last row streams " + fixed(s.load_factor, 2) +
                " of the burst throughput instead, for comparison; it is "

@@ -69,6 +69,35 @@ public:
     return out;
   }
 
+  /// What a thread that never sleeps sees: it reads the clock in a loop
+  /// for `span` and counts the gaps between two reads longer than 2 ms,
+  /// which only a host taking the vCPU away (or an interrupt storm) makes.
+  /// A timer firing inside such a gap is late by the rest of it however
+  /// the waiting is done, polling included.
+  struct spin_stalls {
+    uint64_t over_2ms = 0;
+    int64_t longest_us = 0;
+    double span_s = 0;
+  };
+
+  static spin_stalls spin(std::chrono::milliseconds span) {
+    spin_stalls out;
+    auto start = clock_type::now();
+    auto end = start + span;
+    auto last = start;
+    for (auto now = last; now < end; last = now) {
+      now = clock_type::now();
+      auto gap_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - last)
+          .count();
+      if (gap_us > 2'000)
+        ++out.over_2ms;
+      out.longest_us = std::max(out.longest_us, gap_us);
+    }
+    out.span_s = std::chrono::duration<double>(last - start).count();
+    return out;
+  }
+
 private:
   void loop() {
     using namespace std::chrono;

@@ -70,11 +70,11 @@ scratch="$build/tmp/ab"
 mkdir -p "$out" "$scratch"
 scratch=$(cd "$scratch" && pwd)
 tsv="$out/pairs.tsv"
-printf 'pair\tbuild\te2e_per_s\tserver_cpu_us_per_task\tp99_ms\tschedule_per_s\n' >"$tsv"
+printf 'pair\tbuild\te2e_per_s\tserver_cpu_us_per_task\tp99_ms\tschedule_per_s\thost_steal_pct\n' >"$tsv"
 
-# One run; prints "e2e_per_s cpu_us_per_task p99_ms schedule_per_s" from
-# the driver's runs.tsv (columns by name, so that new columns do not shift
-# them).
+# One run; prints "e2e_per_s cpu_us_per_task p99_ms schedule_per_s
+# host_steal_pct" from the driver's runs.tsv (columns by name, so that new
+# columns do not shift them; a driver without the steal column gives -1).
 run_one() {
   local dallyd=$1 dir
   dir=$(mktemp -d "$scratch/run.XXXXXX")
@@ -87,9 +87,10 @@ run_one() {
   row=$(awk -F'\t' '
     NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
     col["system"] && col["tasks"] && $col["system"] == "dally" {
-      printf "%s %.2f %s %s\n", $col["e2e_per_s"],
+      printf "%s %.2f %s %s %s\n", $col["e2e_per_s"],
         $col["server_cpu_s"] * 1e6 / $col["tasks"], $col["p99_ms"],
-        $col["schedule_per_s"]
+        $col["schedule_per_s"],
+        col["host_steal_pct"] ? $col["host_steal_pct"] : -1
     }' "$dir/runs.tsv" 2>/dev/null || true)
   if [ -z "$row" ]; then
     echo "no Dally row in $dir/runs.tsv (a driver of another version?)" >&2
@@ -99,8 +100,8 @@ run_one() {
   rm -rf "$dir"
 }
 
-echo "| pair | first | BASE e2e tasks/s | NEW e2e tasks/s | BASE CPU µs/task | NEW CPU µs/task | BASE p99 ms | NEW p99 ms |"
-echo "|---:|---|---:|---:|---:|---:|---:|---:|"
+echo "| pair | first | BASE e2e tasks/s | NEW e2e tasks/s | BASE CPU µs/task | NEW CPU µs/task | BASE p99 ms | NEW p99 ms | BASE host steal % | NEW host steal % |"
+echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for ((i = 1; i <= pairs; ++i)); do
   if ((i % 2 == 1)); then
     b=$(run_one "$base")
@@ -111,14 +112,15 @@ for ((i = 1; i <= pairs; ++i)); do
     b=$(run_one "$base")
     first=NEW
   fi
-  read -r be bc bp bs <<<"$b"
-  read -r ne nc np ns <<<"$n"
-  printf '%d\tbase\t%s\t%s\t%s\t%s\n%d\tnew\t%s\t%s\t%s\t%s\n' \
-    "$i" "$be" "$bc" "$bp" "$bs" "$i" "$ne" "$nc" "$np" "$ns" >>"$tsv"
+  read -r be bc bp bs bt <<<"$b"
+  read -r ne nc np ns nt <<<"$n"
+  printf '%d\tbase\t%s\t%s\t%s\t%s\t%s\n%d\tnew\t%s\t%s\t%s\t%s\t%s\n' \
+    "$i" "$be" "$bc" "$bp" "$bs" "$bt" "$i" "$ne" "$nc" "$np" "$ns" "$nt" >>"$tsv"
   awk -v i="$i" -v f="$first" -v be="$be" -v ne="$ne" -v bc="$bc" \
-    -v nc="$nc" -v bp="$bp" -v np="$np" 'BEGIN {
-      printf "| %d | %s | %.1f k | %.1f k | %s | %s | %s | %s |\n",
-        i, f, be / 1000, ne / 1000, bc, nc, bp, np
+    -v nc="$nc" -v bp="$bp" -v np="$np" -v bt="$bt" -v nt="$nt" 'BEGIN {
+      printf "| %d | %s | %.1f k | %.1f k | %s | %s | %s | %s | %s | %s |\n",
+        i, f, be / 1000, ne / 1000, bc, nc, bp, np,
+        bt < 0 ? "n/a" : sprintf("%.1f", bt), nt < 0 ? "n/a" : sprintf("%.1f", nt)
     }'
 done
 

@@ -30,6 +30,9 @@ rc=$?
 echo "$out"
 [ $rc -eq 0 ] || fail "a pair of working builds exited $rc"
 echo "$out" | grep -q "^| 1 | BASE | " || fail "no row for pair 1"
+# Its last two columns are both runs' host steal, read from /proc/stat.
+echo "$out" | grep -qE '^\| 1 \| BASE \| .* \| [0-9]+\.[0-9] \| [0-9]+\.[0-9] \|$' ||
+  fail "the row for pair 1 does not end in both runs' host steal"
 echo "$out" | grep -q "^Over 1 pairs: " || fail "no summary over 1 pair"
 [ "$(grep -c $'^1\t' "$work/results/ab/pairs.tsv")" -eq 2 ] ||
   fail "pairs.tsv does not hold both runs of pair 1"

@@ -59,6 +59,7 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/host_steal.hpp"
 #include "bench/peers/peer.hpp"
 #include "bench/peers/process.hpp"
 #include "bench/peers/report.hpp"
@@ -419,6 +420,7 @@ run_result run_end_to_end(const settings& s, const std::string& system,
       r.notes.push_back(note);
     auto before = p->usage();
     auto driver_before = self_usage().cpu_s;
+    auto steal_before = bench::cpu_times::now();
     auto t0 = clock_type::now();
     auto deadline =
       t0 + std::chrono::milliseconds{static_cast<int64_t>(s.timeout_s * 1000)};
@@ -472,6 +474,8 @@ run_result run_end_to_end(const settings& s, const std::string& system,
     auto after = p->usage();
     r.server_cpu_s = after.cpu_s - before.cpu_s;
     r.client_cpu_s = self_usage().cpu_s - driver_before;
+    r.steal_percent =
+      bench::steal_percent(steal_before, bench::cpu_times::now());
     r.peak_rss_kib = after.hwm_kib;
     if (auto c_err = consumers->stop(); !c_err.empty())
       error.set(c_err);
@@ -535,7 +539,8 @@ run_result run_end_to_end(const settings& s, const std::string& system,
                        2)
               << " ms, max "
               << fixed(static_cast<double>(r.late_us.back()) / 1000, 2)
-              << " ms, server CPU " << fixed(r.server_cpu_s, 1) << " s"
+              << " ms, server CPU " << fixed(r.server_cpu_s, 1)
+              << " s, host steal " << bench::steal_text(r.steal_percent) << "%"
               << std::endl;
   } else {
     std::cout << "\n  *** FAILED: " << r.name << " (" << level << ")";

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "bench/host_steal.hpp"
 #include "bench/peers/peer.hpp"
 
 namespace dally::bench::peers {
@@ -230,7 +231,12 @@ std::string markdown(const report_context& ctx,
      << "Versions: " << ctx.versions << ".\n\n"
      << "Run: " << ctx.started_utc << ", " << fixed(ctx.elapsed_s, 0)
      << " s. Command: `" << ctx.command << "`.\n\n"
-     << "Workload: " << ctx.workload << "\n\n";
+     << "Workload: " << ctx.workload << "\n\n"
+     << "Host steal: the share of all CPU time that the host took from this "
+        "machine's vCPUs during the row (/proc/stat), for everything on "
+        "the machine. The host deschedules a vCPU for milliseconds at a "
+        "time, so a row with more of it is slower and its tail longer, "
+        "whatever the system.\n\n";
   auto rounds = rounds_of(runs);
   auto reps = representatives(runs);
   bool several = rounds.size() > 1;
@@ -248,10 +254,10 @@ std::string markdown(const report_context& ctx,
        << "| system | " << (several ? "round | " : "")
        << "tasks | schedule tasks/s | end-to-end tasks/s | "
           "lateness p50 ms | p99 ms | p99.9 ms | max ms | server CPU s | "
-          "server CPU µs per task | driver CPU s | peak RSS MiB | received / "
-          "missing / early / redelivered | result |\n"
+          "server CPU µs per task | driver CPU s | peak RSS MiB | host "
+          "steal % | received / missing / early / redelivered | result |\n"
        << "|---|" << (several ? "---:|" : "")
-       << "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+       << "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
           "---|\n";
     for (auto* rp : reps) {
       auto& r = *rp;
@@ -276,9 +282,10 @@ std::string markdown(const report_context& ctx,
          << (embedded ? "*" : "") << " | "
          << (embedded ? std::string{"(in *)"} : fixed(r.client_cpu_s, 1))
          << " | " << fixed(static_cast<double>(r.peak_rss_kib) / 1024, 1)
-         << (embedded ? "*" : "") << " | " << r.unique << " / " << r.missing
-         << " / " << r.early << " / " << r.deliveries - r.unique << " | "
-         << (r.ok() ? "ok" : "**FAILED**") << " |\n";
+         << (embedded ? "*" : "") << " | " << bench::steal_text(r.steal_percent)
+         << " | " << r.unique << " / " << r.missing << " / " << r.early << " / "
+         << r.deliveries - r.unique << " | " << (r.ok() ? "ok" : "**FAILED**")
+         << " |\n";
     }
     md << '\n';
     if (find_rep(reps, "dally-embedded", level) != nullptr)
@@ -492,7 +499,8 @@ void write_data(const std::filesystem::path& dir,
     std::ofstream tsv(dir / "runs.tsv");
     tsv << "durability\tsystem\tround\tok\ttasks\tschedule_per_s\te2e_per_s\t"
            "p50_ms\tp99_ms\tp999_ms\tmax_ms\tserver_cpu_s\tdriver_cpu_s\t"
-           "peak_rss_kib\treceived\tmissing\tearly\tredelivered\n";
+           "peak_rss_kib\treceived\tmissing\tearly\tredelivered\t"
+           "host_steal_pct\n";
     for (auto& r : runs)
       tsv << r.durability << '\t' << r.system << '\t' << r.round << '\t'
           << (r.ok() ? 1 : 0) << '\t' << r.tasks << '\t'
@@ -503,7 +511,8 @@ void write_data(const std::filesystem::path& dir,
           << (r.late_us.empty() ? "0" : ms_str(r.late_us.back())) << '\t'
           << fixed(r.server_cpu_s, 3) << '\t' << fixed(r.client_cpu_s, 3)
           << '\t' << r.peak_rss_kib << '\t' << r.unique << '\t' << r.missing
-          << '\t' << r.early << '\t' << r.deliveries - r.unique << '\n';
+          << '\t' << r.early << '\t' << r.deliveries - r.unique << '\t'
+          << fixed(r.steal_percent, 2) << '\n';
   }
   // Lateness CDFs: a dense grid of quantiles, finer in the tail.
   for (auto* rp : reps) {

@@ -41,6 +41,9 @@ struct run_result {
   /// embedded engine the same process as the server.
   double client_cpu_s = 0;
   uint64_t peak_rss_kib = 0;
+  /// The host's steal time during the run, in percent of all CPU time
+  /// (bench/host_steal.hpp); negative if unknown.
+  double steal_percent = -1;
 
   bool ok() const { return failures.empty(); }
   double schedule_rate() const;

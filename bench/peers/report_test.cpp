@@ -79,6 +79,29 @@ BOOST_AUTO_TEST_CASE(one_round_keeps_the_single_run_layout) {
   BOOST_TEST(contains(md, "lower p99 lateness than the peer: **met**."));
 }
 
+BOOST_AUTO_TEST_CASE(rows_show_the_host_steal_or_that_it_is_unknown) {
+  auto dally = make_run("dally", "periodic", 1, 1.0, 2);
+  dally.steal_percent = 4.5;
+  // Redis's stays unknown (-1), as where /proc/stat cannot be read.
+  std::vector<run_result> runs{dally,
+                               make_run("redis", "periodic", 1, 2.5, 100)};
+  auto md = markdown(context(), runs, {});
+  BOOST_TEST(contains(md, "| host steal % |"));
+  BOOST_TEST(contains(md, "| 0.0 | 4.5 | 1000 / 0 / 0 / 0 | ok |"));
+  BOOST_TEST(contains(md, "| 0.0 | n/a | 1000 / 0 / 0 / 0 | ok |"));
+  auto dir = std::filesystem::temp_directory_path() /
+             ("peers-steal-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_data(dir, runs, {}, "test");
+  std::ifstream tsv(dir / "runs.tsv");
+  std::string header, first;
+  std::getline(tsv, header);
+  std::getline(tsv, first);
+  BOOST_TEST(header.substr(header.rfind('\t') + 1) == "host_steal_pct");
+  BOOST_TEST(first.substr(first.rfind('\t') + 1) == "4.50");
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(rounds_pair_ratios_and_take_the_median) {
   // Per round, Dally / Redis: 1.5, 2.4, 2.2 (median 2.2, met in 2 of 3).
   // Dally's median round by rate is round 2 (1000 tasks in 1.0 s);
