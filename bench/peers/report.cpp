@@ -588,6 +588,8 @@ void write_data(const std::filesystem::path& dir,
        << "set style fill solid 0.85 border -1\n"
        << "set ylabel 'tasks/s'\n"
        << "set yrange [0:*]\n"
+       // Room above the tallest bar for the key.
+       << "set offsets 0, 0, graph 0.3, 0\n"
        << "set title 'schedule throughput (acknowledged by the server)'\n"
        << "plot for [i=2:" << systems.size() + 1
        << "] $schedule using i:xtic(1) title columnheader(i)\n"
@@ -595,6 +597,7 @@ void write_data(const std::filesystem::path& dir,
        << "plot for [i=2:" << systems.size() + 1
        << "] $e2e using i:xtic(1) title columnheader(i)\n"
        << "unset multiplot\n"
+       << "set offsets 0, 0, 0, 0\n"
        << "set style data lines\n"
        << "set autoscale\n";
     for (auto& level : levels) {
