@@ -1012,9 +1012,10 @@ struct shard_logic::impl {
         durable_horizon_ms_ = std::max(durable_horizon_ms_, horizon_ms);
       ++counters_.commits;
     }
+    // First, while the overlay still holds every fired record in full.
+    build_deliveries(out.deliveries);
     // Before the batch's writes: a write of the same task supersedes what
     // this tracks (update_leases drops the mark).
-    build_deliveries(out.deliveries);
     track_unwritten_fires();
     window_->on_write(batch_);
     update_leases(now_ms);
