@@ -3,9 +3,10 @@
 # the peers benchmark's Dally row, on one machine in one session. A host
 # whose speed drifts within minutes (see docs/benchmarks.md) makes a single
 # run of each worthless; pairs taken back to back, their order swapped
-# every pair, let the drift cancel. Prints each pair and, over all pairs,
-# the median ratio NEW/BASE of end-to-end throughput and of dallyd's CPU
-# per task, and in how many pairs NEW was better.
+# every pair, let the drift cancel. Prints each pair (with the share of CPU
+# time the host took during each run) and, over all pairs, the median
+# ratio NEW/BASE of end-to-end throughput and of dallyd's CPU per task, and
+# in how many pairs NEW was better.
 #
 # Usage: bash scripts/ab-dallyd.sh [--pairs N] BASE NEW [driver flags]
 #   BASE, NEW  dallyd executables; a wrapper script that execs dallyd with
