@@ -4,7 +4,9 @@
 #     the pair.
 #  2. A NEW that cannot start: the script exits 1 and names the failure.
 #  3. A driver that reports no Dally row: exit 1, said so.
-#  4. Bad usage exits 2.
+#  4. A driver whose rate falls linearly with the host's steal: the
+#     steal-adjusted ratio of identical builds is exactly 1.
+#  5. Bad usage exits 2.
 # Usage: ab_test.sh SOURCE_DIR DRIVER DALLYD WORK_DIR
 set -u
 src=$1
@@ -34,6 +36,9 @@ echo "$out" | grep -q "^| 1 | BASE | " || fail "no row for pair 1"
 echo "$out" | grep -qE '^\| 1 \| BASE \| .* \| [0-9]+\.[0-9] \| [0-9]+\.[0-9] \|$' ||
   fail "the row for pair 1 does not end in both runs' host steal"
 echo "$out" | grep -q "^Over 1 pairs: " || fail "no summary over 1 pair"
+# One pair is too few to fit the steal's slope: said so, not a figure.
+echo "$out" | grep -q "^Steal-adjusted: too few pairs" ||
+  fail "no steal-adjusted line saying one pair is too few"
 [ "$(grep -c $'^1\t' "$work/results/ab/pairs.tsv")" -eq 2 ] ||
   fail "pairs.tsv does not hold both runs of pair 1"
 
@@ -67,6 +72,36 @@ rc=$?
 echo "$out"
 [ $rc -eq 1 ] || fail "a driver without a Dally row: exit $rc, not 1"
 echo "$out" | grep -q "no Dally row" || fail "a missing row is not named"
+
+# A driver whose runs lose 3000 tasks/s per 1% of steal, the n-th run
+# having n - 1 % stolen, the same for either build: the raw ratios differ
+# from 1 (the order of a pair decides which run is slower), the
+# steal-adjusted ones are exactly 1.
+steal_driver="$work/steal-driver"
+cat >"$steal_driver" <<DRIVER
+#!/usr/bin/env bash
+count_file="$work/steal-driver-runs"
+n=\$(cat "\$count_file" 2>/dev/null || echo 0)
+echo \$((n + 1)) >"\$count_file"
+while [ \$# -gt 0 ]; do
+  if [ "\$1" = "--out" ]; then
+    mkdir -p "\$2"
+    printf 'system\ttasks\te2e_per_s\tserver_cpu_s\tp99_ms\tschedule_per_s\thost_steal_pct\n' >"\$2/runs.tsv"
+    printf 'dally\t1000\t%d\t0.01\t1.00\t1000\t%d.00\n' \$((100000 - 3000 * n)) \$n >>"\$2/runs.tsv"
+  fi
+  shift
+done
+DRIVER
+chmod +x "$steal_driver"
+out=$(DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$steal_driver" \
+  bash "$src/scripts/ab-dallyd.sh" --pairs 4 "$dallyd" "$dallyd" 2>&1)
+rc=$?
+echo "$out"
+[ $rc -eq 0 ] || fail "the steal driver's pairs exited $rc"
+echo "$out" | grep -q "^Over 4 pairs: NEW/BASE end to end 1.000 " &&
+  fail "the raw ratio should not come out at 1.000 here"
+echo "$out" | grep -q "^Steal-adjusted (3000 tasks/s per 1% of CPU time stolen): NEW/BASE end to end 1.000 (median ratio), mean 1.000 +- 0.000" ||
+  fail "the steal-adjusted ratio is not 1.000 with a slope of 3000"
 
 ab "$dallyd" >/dev/null 2>&1
 rc=$?
