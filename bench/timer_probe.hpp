@@ -71,7 +71,8 @@ public:
 
   /// What a thread that never sleeps sees: it reads the clock in a loop
   /// for `span` and counts the gaps between two reads longer than 2 ms,
-  /// which only a host taking the vCPU away (or an interrupt storm) makes.
+  /// which on an otherwise idle machine only the host taking the vCPU away
+  /// (or an interrupt storm) makes.
   /// A timer firing inside such a gap is late by the rest of it however
   /// the waiting is done, polling included.
   struct spin_stalls {
