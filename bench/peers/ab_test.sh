@@ -21,9 +21,15 @@ fail() {
   echo "FAIL: $*" >&2
   failures=$((failures + 1))
 }
-ab() {
-  DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$driver" \
+# ab-dallyd.sh with the driver $1.
+ab_with() {
+  local with=$1
+  shift
+  DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$with" \
     bash "$src/scripts/ab-dallyd.sh" "$@"
+}
+ab() {
+  ab_with "$driver" "$@"
 }
 tiny=(--durability periodic --tasks 2000 --max-delay-ms 200 --timeout-s 60)
 
@@ -52,22 +58,27 @@ echo "$out"
 echo "$out" | grep -q "run failed with $broken" ||
   fail "the failure does not name the build"
 
+# Writes a stand-in for the driver at $1: it finds --out DIR among its
+# arguments, creates DIR and runs the shell lines $2 with $out_dir set to
+# it ($0 is the stand-in's own path).
+fake_driver() {
+  {
+    echo '#!/usr/bin/env bash'
+    echo 'while [ $# -gt 0 ]; do'
+    echo '  [ "$1" = "--out" ] && out_dir=$2 && mkdir -p "$out_dir"'
+    echo '  shift'
+    echo 'done'
+    printf '%s\n' "$2"
+  } >"$1"
+  chmod +x "$1"
+}
+
 # A driver that succeeds but reports no Dally row (another version's
 # columns): exit 1, said so.
 odd_driver="$work/odd-driver"
-cat >"$odd_driver" <<'DRIVER'
-#!/usr/bin/env bash
-while [ $# -gt 0 ]; do
-  if [ "$1" = "--out" ]; then
-    mkdir -p "$2"
-    printf 'name\tvalue\nsomething\t1\n' >"$2/runs.tsv"
-  fi
-  shift
-done
-DRIVER
-chmod +x "$odd_driver"
-out=$(DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$odd_driver" \
-  bash "$src/scripts/ab-dallyd.sh" --pairs 1 "$dallyd" "$dallyd" 2>&1)
+fake_driver "$odd_driver" \
+  'printf "name\tvalue\nsomething\t1\n" >"$out_dir/runs.tsv"'
+out=$(ab_with "$odd_driver" --pairs 1 "$dallyd" "$dallyd" 2>&1)
 rc=$?
 echo "$out"
 [ $rc -eq 1 ] || fail "a driver without a Dally row: exit $rc, not 1"
@@ -78,23 +89,12 @@ echo "$out" | grep -q "no Dally row" || fail "a missing row is not named"
 # from 1 (the order of a pair decides which run is slower), the
 # steal-adjusted ones are exactly 1.
 steal_driver="$work/steal-driver"
-cat >"$steal_driver" <<DRIVER
-#!/usr/bin/env bash
-count_file="$work/steal-driver-runs"
-n=\$(cat "\$count_file" 2>/dev/null || echo 0)
-echo \$((n + 1)) >"\$count_file"
-while [ \$# -gt 0 ]; do
-  if [ "\$1" = "--out" ]; then
-    mkdir -p "\$2"
-    printf 'system\ttasks\te2e_per_s\tserver_cpu_s\tp99_ms\tschedule_per_s\thost_steal_pct\n' >"\$2/runs.tsv"
-    printf 'dally\t1000\t%d\t0.01\t1.00\t1000\t%d.00\n' \$((100000 - 3000 * n)) \$n >>"\$2/runs.tsv"
-  fi
-  shift
-done
-DRIVER
-chmod +x "$steal_driver"
-out=$(DALLY_BENCH_BUILD_DIR="$work" DALLY_PEERS_BENCH="$steal_driver" \
-  bash "$src/scripts/ab-dallyd.sh" --pairs 4 "$dallyd" "$dallyd" 2>&1)
+fake_driver "$steal_driver" '
+n=$(cat "$0.runs" 2>/dev/null || echo 0)
+echo $((n + 1)) >"$0.runs"
+printf "system\ttasks\te2e_per_s\tserver_cpu_s\tp99_ms\tschedule_per_s\thost_steal_pct\n" >"$out_dir/runs.tsv"
+printf "dally\t1000\t%d\t0.01\t1.00\t1000\t%d.00\n" $((100000 - 3000 * n)) "$n" >>"$out_dir/runs.tsv"'
+out=$(ab_with "$steal_driver" --pairs 4 "$dallyd" "$dallyd" 2>&1)
 rc=$?
 echo "$out"
 [ $rc -eq 0 ] || fail "the steal driver's pairs exited $rc"
