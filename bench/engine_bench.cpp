@@ -105,6 +105,7 @@
 #include "bench/host_steal.hpp"
 #include "bench/store_tools.hpp"
 #include "bench/timer_probe.hpp"
+#include "core/heap_purger.hpp"
 #include "core/retained_heap.hpp"
 #include "storage/record_codec.hpp"
 #include "storage/rocks_task_store.hpp"
@@ -1661,7 +1662,11 @@ std::string rss_section(const settings& s, const std::filesystem::path& root) {
      << s.rss_tasks << " tasks scheduled, idle for 1 s and then while the "
      << "memtables still shrink (pending flushes; at most 10 s), RSS after; "
      << "per task = (after - before) / tasks. The heap is set up as dallyd "
-     << "does (" << core::heap_description() << "; with the C library's "
+     << "does (" << core::heap_description()
+     << (core::heap_purger::available()
+           ? ", freed pages purged as soon as the process goes idle"
+           : "")
+     << "; with the C library's "
      << "malloc core::limit_retained_heap sets glibc's trim threshold to "
      << "1 MiB), except in the last row, which keeps the allocator's "
      << "defaults (jemalloc: dirty pages kept 10 s, no background thread; "
@@ -1946,8 +1951,12 @@ settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   auto s = parse(argc, argv);
   // The engine's processes keep memory as dallyd does, unless asked not to.
-  if (!s.default_heap)
+  std::optional<dally::core::heap_purger> purger;
+  if (!s.default_heap) {
     dally::core::limit_retained_heap();
+    if (dally::core::heap_purger::available())
+      purger.emplace(dally::core::heap_purger::options{});
+  }
   if (s.child == "remote")
     return run_remote_child(s);
   if (s.child == "rss")

@@ -56,6 +56,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -63,6 +64,7 @@
 #include "bench/peers/peer.hpp"
 #include "bench/peers/process.hpp"
 #include "bench/peers/report.hpp"
+#include "core/heap_purger.hpp"
 #include "core/retained_heap.hpp"
 
 #ifndef DALLY_PEERS_DALLYD
@@ -795,6 +797,9 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // The embedded engine keeps memory as dallyd does.
   dally::core::limit_retained_heap();
+  std::optional<dally::core::heap_purger> purger;
+  if (dally::core::heap_purger::available())
+    purger.emplace(dally::core::heap_purger::options{});
   using namespace dally::bench::peers;
   int rc = 1;
   try {
