@@ -82,8 +82,7 @@ void heap_purger::run() {
     if (cv_.wait_for(lock, opts_.period, [this] { return stop_; }))
       return;
     lock.unlock();
-    if (detector.idle_after_busy(micros_now(), hooks_.cpu_us()) &&
-        hooks_.purge())
+    if (detector.idle(micros_now(), hooks_.cpu_us()) && hooks_.purge())
       purges_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
   }

@@ -10,12 +10,12 @@
 
 namespace dally::core {
 
-/// Returns the allocator's freed pages to the OS as soon as the process
-/// goes idle (see idle_detector), from a thread of its own. dallyd runs on
-/// jemalloc with a long decay (core/jemalloc_conf.cpp), so that under load
-/// new write buffers and batches reuse freed pages instead of faulting in
-/// fresh ones; this purger keeps an idle node's RSS at what its pending
-/// tasks need. Without jemalloc (`available()` false) it does nothing.
+/// Returns the allocator's freed pages to the OS in every interval in
+/// which the process is idle (see idle_detector), from a thread of its own.
+/// dallyd runs on jemalloc with a long decay (core/jemalloc_conf.cpp), so that
+/// under load new write buffers and batches reuse freed pages instead of
+/// faulting in fresh ones; this purger keeps an idle node's RSS at what its
+/// pending tasks need. Without jemalloc (`available()` false) it does nothing.
 class heap_purger {
 public:
   struct hooks {
@@ -48,7 +48,7 @@ public:
   heap_purger(const heap_purger&) = delete;
   heap_purger& operator=(const heap_purger&) = delete;
 
-  /// Purges done so far (idle spells that followed a busy one).
+  /// Purges done so far (one per idle interval).
   uint64_t purges() const noexcept {
     return purges_.load(std::memory_order_relaxed);
   }

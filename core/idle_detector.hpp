@@ -5,11 +5,11 @@
 
 namespace dally::core {
 
-/// Tells when a process has just gone idle, from its CPU time sampled at
-/// steady intervals: the first interval in which it used less than
-/// `idle_permille` of one core, after one in which it used more. The heap
-/// purger returns freed pages then, once per idle spell, so that a busy
-/// process keeps reusing them and an idle one does not hold them.
+/// Tells whether a process is idle, from its CPU time sampled at steady
+/// intervals: an interval in which it used less than `idle_permille` of
+/// one core. The heap purger returns freed pages in each such interval,
+/// so that a busy process keeps reusing them and an idle one (or one
+/// under a light load) does not hold them.
 class idle_detector {
 public:
   explicit idle_detector(int64_t idle_permille) noexcept
@@ -18,16 +18,14 @@ public:
   }
 
   /// Feeds the process's CPU time so far (`cpu_us`) at `now_us` (steady
-  /// clock). True when the interval since the previous call was idle and
-  /// the process was busy since the last true (or since it started: the
-  /// start-up's garbage counts). The first call only records.
-  bool idle_after_busy(int64_t now_us, int64_t cpu_us) noexcept;
+  /// clock). True when the interval since the previous call was idle. The
+  /// first call only records, as does one at the same instant.
+  bool idle(int64_t now_us, int64_t cpu_us) noexcept;
 
 private:
   int64_t idle_permille_;
   std::optional<int64_t> last_now_us_;
   int64_t last_cpu_us_ = 0;
-  bool busy_since_ = true;
 };
 
 } // namespace dally::core
