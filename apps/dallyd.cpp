@@ -563,8 +563,8 @@ int run(int argc, char** argv) {
   }
   log_line("starting: " + summary(cfg));
   log_line("heap: " + core::heap_description());
-  // Under load freed pages stay for reuse (the decay above); once the
-  // node goes idle they go back to the OS at once.
+  // Under load freed pages stay for reuse (jemalloc_conf.cpp's decay);
+  // once the node goes idle they go back to the OS at once.
   std::optional<core::heap_purger> purger;
   if (core::heap_purger::available()) {
     purger.emplace(core::heap_purger::options{});
