@@ -14,6 +14,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
+#include <absl/container/node_hash_map.h>
 
 #include "core/quad_heap.hpp"
 #include "core/time_range.hpp"
@@ -1125,11 +1126,11 @@ struct shard_logic::impl {
     }
   }
 
-  /// The flat table holds records in its slots and grows by doubling at
-  /// 7/8 full, so on average a used slot comes with about half a free one,
-  /// plus its control byte.
-  static constexpr size_t cache_entry_overhead =
-    sizeof(std::pair<const core::task_id, task_record>) / 2 + 16;
+  /// A record's node (its allocation rounded up to the allocator's size
+  /// class), and the table's pointer slot, which grows by doubling at 7/8
+  /// full, so a used slot comes with about half a free one, plus control
+  /// bytes.
+  static constexpr size_t cache_entry_overhead = 64 + 16;
   /// A parsed cron expression's tables and strings, about.
   static constexpr size_t cron_overhead = sizeof(core::cron_expression) + 64;
 
@@ -1147,8 +1148,21 @@ struct shard_logic::impl {
   /// Caches the committed record `rec` (the last one of its task wins), if
   /// it fits.
   void remember(task_record&& rec) {
-    forget(rec.task.id);
-    remember_new(std::move(rec));
+    auto it = cached_.find(rec.task.id);
+    if (it == cached_.end()) {
+      remember_new(std::move(rec));
+      return;
+    }
+    // In place: the node stays, no allocation.
+    auto old_size = footprint(it->second);
+    auto size = footprint(rec);
+    if (cached_bytes_ - old_size + size > opts_.record_cache_bytes) {
+      cached_bytes_ -= old_size;
+      cached_.erase(it);
+      return;
+    }
+    cached_bytes_ += size - old_size;
+    it->second = std::move(rec);
   }
 
   /// remember() of a record whose task the cache does not hold.
@@ -1168,9 +1182,9 @@ struct shard_logic::impl {
     }
   }
 
-  /// A flat table keeps its size after erases: once it is mostly empty (a
-  /// burst has passed), it is rebuilt to fit, so an idle shard gives the
-  /// memory back.
+  /// The table keeps its slot array after erases: once it is mostly empty
+  /// (a burst has passed), it is rebuilt to fit, so an idle shard gives the
+  /// memory back. The rebuild moves pointers, not records.
   void shrink_cache() {
     constexpr size_t min_capacity = 1024;
     if (cached_.capacity() > min_capacity &&
@@ -1319,8 +1333,11 @@ struct shard_logic::impl {
   core::quad_heap leases_;
   /// Committed records of in-flight tasks and of tasks due soon (see
   /// record_cache_bytes); every commit updates or drops the entries of the
-  /// tasks it wrote.
-  absl::flat_hash_map<core::task_id, task_record> cached_;
+  /// tasks it wrote. Records live in nodes of their own: a table of them
+  /// inline (256 bytes a slot) faulted in megabytes of fresh pages at every
+  /// doubling and moved every record at every rehash, a commit stalled for
+  /// tens of ms each time the cache grew or shrank (docs/benchmarks.md).
+  absl::node_hash_map<core::task_id, task_record> cached_;
   size_t cached_bytes_ = 0;
   /// Leases popped in this batch: a rollback hands them back.
   std::vector<core::timer_entry> leases_consumed_;
