@@ -2,21 +2,14 @@
 
 #include <ctime>
 
-#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include "core/idle_detector.hpp"
+#include "core/jemalloc_ctl.hpp"
 
 namespace dally::core {
 
 namespace {
-
-using mallctl_fn = int (*)(const char*, void*, size_t*, void*, size_t);
-
-mallctl_fn find_mallctl() {
-  // jemalloc exports mallctl; glibc does not.
-  return reinterpret_cast<mallctl_fn>(dlsym(RTLD_DEFAULT, "mallctl"));
-}
 
 int64_t micros(const timeval& tv) {
   return static_cast<int64_t>(tv.tv_sec) * 1'000'000 + tv.tv_usec;

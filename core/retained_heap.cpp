@@ -5,7 +5,7 @@
 #include <string>
 #include <sys/types.h>
 
-#include <dlfcn.h>
+#include "core/jemalloc_ctl.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -26,8 +26,6 @@ bool limit_retained_heap(size_t bytes) {
 
 namespace {
 
-using mallctl_fn = int (*)(const char*, void*, size_t*, void*, size_t);
-
 template<class T>
 bool read_ctl(mallctl_fn ctl, const char* name, T& out) {
   auto len = sizeof(T);
@@ -37,8 +35,7 @@ bool read_ctl(mallctl_fn ctl, const char* name, T& out) {
 } // namespace
 
 std::string heap_description() {
-  // jemalloc exports mallctl; glibc does not.
-  auto* ctl = reinterpret_cast<mallctl_fn>(dlsym(RTLD_DEFAULT, "mallctl"));
+  auto* ctl = find_mallctl();
   if (ctl == nullptr)
     return "C library malloc";
   const char* version = nullptr;
