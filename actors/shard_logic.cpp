@@ -216,8 +216,12 @@ struct shard_logic::impl {
         pool_.resize(kept_entries);
     }
 
-    auto begin() const { return index_.begin(); }
-    auto end() const { return index_.end(); }
+    /// Calls `f(id, entry)` for every staged entry, read-only.
+    template<class F>
+    void for_each(F&& f) const {
+      for (const auto& [id, entry] : index_)
+        f(id, static_cast<const staged_entry&>(*entry));
+    }
 
   private:
     static constexpr size_t kept_entries = 4096;
@@ -1698,10 +1702,11 @@ core::result<dead_page> shard_logic::dead_letters(core::task_id after,
     for (auto& dead : *got)
       if (!s.overlay_.contains(dead.record.task.id))
         page.dead.push_back(std::move(dead));
-    for (const auto& [id, entry] : s.overlay_)
-      if (entry->what == impl::staged_entry::kind::dead && id > after)
+    s.overlay_.for_each([&](core::task_id id, const auto& entry) {
+      if (entry.what == impl::staged_entry::kind::dead && id > after)
         page.dead.push_back(
-          storage::dead_letter{entry->rec, entry->dead_ms, entry->dead_reason});
+          storage::dead_letter{entry.rec, entry.dead_ms, entry.dead_reason});
+    });
     std::sort(page.dead.begin(), page.dead.end(),
               [](const auto& x, const auto& y) {
                 return x.record.task.id < y.record.task.id;
