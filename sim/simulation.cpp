@@ -728,16 +728,9 @@ void heal(world& w) {
   w.healed = true;
   w.net.heal_all();
   w.fs->clear_faults();
-  std::map<std::string, bool> covered;
-  for (auto& c : w.consumers)
-    covered[c.topic] = covered[c.topic] || c.alive;
-  for (size_t i = 0; i < w.consumers.size(); ++i)
-    if (!w.consumers[i].alive && !covered[w.consumers[i].topic]) {
-      covered[w.consumers[i].topic] = true;
-      spawn_consumer(w, i);
-    }
-  // Deliveries the hanging consumers hold run out with their lease and go
-  // to healthy consumers; a fresh consumer per topic takes them.
+  // A fresh consumer per topic, so every topic has a healthy one: the
+  // deliveries that hanging consumers hold run out with their lease and go
+  // to it, and a topic whose consumers all died is served again.
   for (uint32_t t = 0; t < w.params.topics; ++t) {
     w.consumers.push_back({"t" + std::to_string(t), caf::actor{}, false});
     spawn_consumer(w, w.consumers.size() - 1);
