@@ -12,6 +12,7 @@
 
 #include "actors/answer_deadlines.hpp"
 #include "actors/messages.hpp"
+#include "actors/prompt_stealing.hpp"
 #include "actors/type_ids.hpp"
 #include "actors/wall_clock.hpp"
 
@@ -49,6 +50,9 @@ struct notifier_state {
   release_queue holds;
   uint64_t release_generation = 0;
   int64_t release_armed_ms = std::numeric_limits<int64_t>::max();
+  /// Times the releases on the workers themselves where the scheduler
+  /// offers it (see prompt_stealing); empty: CAF's clock.
+  worker_timer_fn release_timer;
   /// Handle and deliveries per message of each known consumer.
   std::unordered_map<consumer_id, std::pair<consumer_actor, uint32_t>>
     consumers;
@@ -317,6 +321,10 @@ void arm_release(notifier_actor* self) {
   // batches queued in the mailbox.
   if (delay_us <= 0)
     self->send<caf::message_priority::high>(self, release_atom::value, gen);
+  else if (st.release_timer)
+    st.release_timer(worker_timers::now_ns() + delay_us * 1000, self->ctrl(),
+                     caf::make_message(release_atom::value, gen),
+                     caf::message_priority::high);
   else
     self->delayed_send<caf::message_priority::high>(
       self, std::chrono::microseconds{delay_us}, release_atom::value, gen);
@@ -362,6 +370,7 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
   st.shards.resize(shard_count);
   st.logic = std::make_unique<dispatcher>(opts);
   st.clock = wall_clock{std::move(wall_clock_ms)};
+  st.release_timer = worker_timer_of(self->system());
   return {
     [self](deliver_batch& batch) {
       auto& st = self->state;
