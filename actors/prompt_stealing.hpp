@@ -148,17 +148,26 @@ private:
     }
   }
 
-  /// Delivers the timed messages that are due, from worker `self`: a
-  /// receiver that was idle goes to the front of this worker's queue.
+  /// How late a timer may be before a worker with jobs queued delivers it
+  /// although a resting worker watches. The watcher should: a release it
+  /// runs goes beside that queue, not ahead of it, so the shards' jobs
+  /// queued there do not wait for the release and what it hands on.
+  static constexpr int64_t watcher_grace_ns = 1'000'000;
+
+  /// Delivers the timed messages that are due, and at least `grace_ns`
+  /// late, from worker `self`: a receiver that was idle goes to the front
+  /// of this worker's queue.
   template<class Worker>
-  static void fire_due(Worker* self) {
+  static void fire_due(Worker* self, int64_t grace_ns) {
     auto& cd = d(self->parent());
     auto earliest = cd.timers.earliest_ns();
-    if (earliest == worker_timers::never_ns ||
-        earliest > worker_timers::now_ns())
+    if (earliest == worker_timers::never_ns)
+      return;
+    auto now = worker_timers::now_ns();
+    if (earliest > now - grace_ns)
       return;
     std::vector<worker_timers::entry> due;
-    cd.timers.take_due(worker_timers::now_ns(), due);
+    cd.timers.take_due(now, due);
     for (auto& x : due)
       x.receiver->enqueue(nullptr, caf::make_message_id(x.priority),
                           std::move(x.content), self);
@@ -166,8 +175,11 @@ private:
 
   template<class Worker>
   caf::resumable* take_head_or_due(Worker* self) {
-    fire_due(self);
-    return d(self).queue.take_head();
+    auto& wd = d(self);
+    bool watched =
+      d(self->parent()).watcher.load(std::memory_order_relaxed) != no_worker;
+    fire_due(self, watched && !wd.queue.empty() ? watcher_grace_ns : 0);
+    return wd.queue.take_head();
   }
 
   /// CAF's three phases (polling, polling with sleeps, resting), with the
