@@ -35,8 +35,9 @@ namespace dally::actors {
 /// Timed messages armed through `arm` (the notifiers' releases) are
 /// delivered by the workers themselves: one resting worker, the watcher,
 /// sleeps until the earliest of them, and every worker checks them between
-/// jobs. A release then waits for one thread to wake, the worker that runs
-/// it, instead of CAF's timer thread and then a worker.
+/// jobs (one with jobs queued leaves a due one to the watcher for 1 ms). A
+/// release then waits for one thread to wake, the worker that runs it,
+/// instead of CAF's timer thread and then a worker.
 class prompt_stealing : public caf::policy::work_stealing {
 public:
   using super = caf::policy::work_stealing;
@@ -62,8 +63,8 @@ public:
     int64_t wake_ns = worker_timers::never_ns;
   };
 
-  /// Delivers `content` to `receiver` at `due_ns` on the steady clock,
-  /// from a worker.
+  /// Has a worker deliver `content` to `receiver` at `due_ns` on the steady
+  /// clock. Callable from any thread.
   template<class Coordinator>
   static void arm(Coordinator* self, int64_t due_ns,
                   caf::strong_actor_ptr receiver, caf::message content,
