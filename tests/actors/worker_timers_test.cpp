@@ -87,6 +87,41 @@ struct prompt_config : caf::actor_system_config {
   }
 };
 
+/// A system of `workers` workers, one of them kept busy by a `hog` until
+/// `let_go`, and a `recorder` to arm messages for.
+struct hogged_system {
+  explicit hogged_system(int workers)
+    : cfg(workers), sys(cfg), dest(sys.spawn(recorder, &log)),
+      busy(sys.spawn(hog, &release, &hog_ended_ns)),
+      fn(actors::worker_timer_of(sys)) {
+    caf::anon_send(busy, 0);
+  }
+
+  ~hogged_system() {
+    let_go();
+    caf::anon_send_exit(dest, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(busy, caf::exit_reason::user_shutdown);
+  }
+
+  /// Ends the hog's job; returns when it ended.
+  int64_t let_go() {
+    release = true;
+    while (hog_ended_ns.load() == 0)
+      std::this_thread::sleep_for(1ms);
+    return hog_ended_ns.load();
+  }
+
+  // Before the system, so that they outlive its actors.
+  arrivals log;
+  std::atomic<bool> release{false};
+  std::atomic<int64_t> hog_ended_ns{0};
+  prompt_config cfg;
+  caf::actor_system sys;
+  caf::actor dest;
+  caf::actor busy;
+  actors::worker_timer_fn fn;
+};
+
 void arm(const actors::worker_timer_fn& fn, const caf::actor& dest,
          int64_t due_ns) {
   fn(due_ns, caf::actor_cast<caf::strong_actor_ptr>(dest),
@@ -167,48 +202,25 @@ BOOST_AUTO_TEST_CASE(messages_arrive_not_before_their_time_in_due_order) {
 }
 
 BOOST_AUTO_TEST_CASE(a_resting_worker_delivers_while_another_is_busy) {
-  prompt_config cfg{2};
-  caf::actor_system sys{cfg};
-  arrivals log;
-  std::atomic<bool> release{false};
-  std::atomic<int64_t> hog_ended_ns{0};
-  auto dest = sys.spawn(recorder, &log);
-  auto busy = sys.spawn(hog, &release, &hog_ended_ns);
-  auto fn = actors::worker_timer_of(sys);
-  caf::anon_send(busy, 0);
+  hogged_system hogged{2};
   // The message comes due while one worker spins; the other, resting,
   // wakes up for it. The hog lets go only after it arrived or 5 s passed.
-  arm(fn, dest, actors::worker_timers::now_ns() + 50 * ms_ns);
-  bool arrived = log.await(1, 5s);
-  release = true;
+  arm(hogged.fn, hogged.dest, actors::worker_timers::now_ns() + 50 * ms_ns);
+  bool arrived = hogged.log.await(1, 5s);
+  hogged.let_go();
   BOOST_CHECK(arrived);
-  while (hog_ended_ns.load() == 0)
-    std::this_thread::sleep_for(1ms);
-  caf::anon_send_exit(dest, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(busy, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_busy_worker_delivers_once_it_is_free) {
-  prompt_config cfg{1};
-  caf::actor_system sys{cfg};
-  arrivals log;
-  std::atomic<bool> release{false};
-  std::atomic<int64_t> hog_ended_ns{0};
-  auto dest = sys.spawn(recorder, &log);
-  auto busy = sys.spawn(hog, &release, &hog_ended_ns);
-  auto fn = actors::worker_timer_of(sys);
-  caf::anon_send(busy, 0);
-  auto due = actors::worker_timers::now_ns() + 5 * ms_ns;
-  arm(fn, dest, due);
+  hogged_system hogged{1};
+  arm(hogged.fn, hogged.dest, actors::worker_timers::now_ns() + 5 * ms_ns);
   // The only worker spins past the due time: nothing can deliver it yet.
   std::this_thread::sleep_for(100ms);
-  BOOST_CHECK_EQUAL(log.size(), 0u);
-  release = true;
-  BOOST_REQUIRE(log.await(1, 10s));
-  std::lock_guard<std::mutex> guard{log.lock};
-  BOOST_CHECK_GE(log.due_and_arrived_ns[0].second, hog_ended_ns.load());
-  caf::anon_send_exit(dest, caf::exit_reason::user_shutdown);
-  caf::anon_send_exit(busy, caf::exit_reason::user_shutdown);
+  BOOST_CHECK_EQUAL(hogged.log.size(), 0u);
+  auto ended_ns = hogged.let_go();
+  BOOST_REQUIRE(hogged.log.await(1, 10s));
+  std::lock_guard<std::mutex> guard{hogged.log.lock};
+  BOOST_CHECK_GE(hogged.log.due_and_arrived_ns[0].second, ended_ns);
 }
 
 BOOST_AUTO_TEST_CASE(armed_from_a_worker_the_next_one_comes_in_turn) {
