@@ -170,8 +170,9 @@ private:
     std::vector<worker_timers::entry> due;
     cd.timers.take_due(now, due);
     for (auto& x : due)
-      x.receiver->enqueue(nullptr, caf::make_message_id(x.priority),
-                          std::move(x.content), self);
+      if (x.receiver)
+        x.receiver->enqueue(nullptr, caf::make_message_id(x.priority),
+                            std::move(x.content), self);
   }
 
   template<class Worker>
