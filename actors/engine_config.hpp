@@ -88,7 +88,7 @@ struct shard_options {
   /// steady stream carry more tasks. The shard looks ahead at most every
   /// quarter of this. Until its due time a held task is still revoked or
   /// rescheduled with the outcome `done`. 0: fire at the due time.
-  int64_t fire_lead_ms = 8;
+  int64_t fire_lead_ms = 32;
 
   /// See planted_bug; `none` but in the simulator's self-test.
   planted_bug plant = planted_bug::none;

@@ -69,7 +69,7 @@ public:
   size_t max_in_memory = 1'000'000;
   int64_t late_threshold_ms = 1000;
   size_t overdue_rate = 20'000;
-  int64_t fire_lead_ms = 8;
+  int64_t fire_lead_ms = 32;
   int64_t lease_ms = 30'000;
   size_t max_attempts = 10;
   int64_t backoff_initial_ms = 1000;
@@ -119,7 +119,7 @@ public:
            "(default 20000)")
       .add(fire_lead_ms, "fire-lead-ms",
            "tasks due within this many ms are committed as fired ahead of "
-           "time and delivered when due; 0: at the due time (default 8)")
+           "time and delivered when due; 0: at the due time (default 32)")
       .add(lease_ms, "lease-ms",
            "default lease: a delivery not settled within it is redelivered "
            "(default 30000)")

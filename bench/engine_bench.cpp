@@ -30,7 +30,7 @@
 //     100, as dallyd; 0: the kernel's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
 //   --task-memtable btree|skiplist: the tasks' memtable (btree, as dallyd)
-//   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 8)
+//   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 32)
 //   throughput: --tasks N (100k) --modes embedded,remote,plain
 //     --durability sync,none --producers N (2) --outstanding N (4 requests
 //     per producer) --batch N (256) --consumers N (2) --max-in-flight N
