@@ -16,10 +16,12 @@ prompt_stealing::worker_data::worker_data(
 prompt_stealing::worker_data::worker_data(const worker_data& other)
   : super::worker_data(other) {}
 
-void prompt_stealing::wake_if_resting(worker_data& data) {
+bool prompt_stealing::wake_if_resting(worker_data& data) {
   std::unique_lock<std::mutex> guard{data.waitdata.lock};
-  if (data.waitdata.sleeping)
-    data.waitdata.cv.notify_one();
+  if (!data.waitdata.sleeping)
+    return false;
+  data.waitdata.cv.notify_one();
+  return true;
 }
 
 worker_timer_fn worker_timer_of(caf::actor_system& sys) {

@@ -132,21 +132,15 @@ public:
   }
 
 private:
-  static void wake_if_resting(worker_data& data);
+  /// Wakes the worker of `data` if it rests; returns whether it did.
+  static bool wake_if_resting(worker_data& data);
 
   /// Wakes one resting worker other than `except`, if any.
   template<class Coordinator>
   static void wake_one_resting(Coordinator* self, size_t except) {
-    for (size_t i = 0; i < self->num_workers(); ++i) {
-      if (i == except)
-        continue;
-      auto& wd = d(self->worker_by_id(i));
-      std::unique_lock<std::mutex> guard{wd.waitdata.lock};
-      if (wd.waitdata.sleeping) {
-        wd.waitdata.cv.notify_one();
+    for (size_t i = 0; i < self->num_workers(); ++i)
+      if (i != except && wake_if_resting(d(self->worker_by_id(i))))
         return;
-      }
-    }
   }
 
   /// How late a timer may be before a worker with jobs queued delivers it
