@@ -46,6 +46,8 @@ struct shard_state {
   std::unique_ptr<shard_logic> logic;
   /// Replies held until the batch they depend on is durable.
   std::vector<std::function<void(const core::error&)>> held;
+  /// Scratch of the settle handler: the ids of a batch of verdicts.
+  std::vector<core::task_id> settle_ids;
   bool flush_sent = false;
   bool maintain_armed = false;
   /// When the armed housekeeping comes; a sooner need re-arms it, and the
@@ -475,6 +477,11 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       // Verdicts a consumer gave with its answer: a refused one (stale,
       // unknown) has nobody to tell, as with a single ack or nack.
       auto& logic = *self->state.logic;
+      auto& ids = self->state.settle_ids;
+      ids.clear();
+      for (const auto& item : msg.items)
+        ids.push_back(item.ref.id);
+      logic.prefetch(ids);
       auto now = wall_now(self);
       bool changed = false;
       for (auto& item : msg.items) {

@@ -14,7 +14,6 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <absl/container/flat_hash_set.h>
-#include <absl/container/node_hash_map.h>
 
 #include "core/quad_heap.hpp"
 #include "core/time_range.hpp"
@@ -301,12 +300,12 @@ struct shard_logic::impl {
     }
     if (auto it = cached_.find(id); it != cached_.end()) {
       if (taken != nullptr) {
-        cached_bytes_ -= footprint(it->second);
-        scratch = std::move(it->second);
+        cached_bytes_ -= footprint(*it->second);
+        scratch = std::move(*it->second);
         cached_.erase(it);
         *taken = true;
       } else {
-        scratch = it->second;
+        scratch = *it->second;
       }
       out.rec = &*scratch;
       out.base = storage::write_batch::key_of(*scratch);
@@ -762,15 +761,16 @@ struct shard_logic::impl {
     read_ids_.clear();
     fetched_.clear();
     clear_for_reuse(fetched_at_);
+    prefetch_records(keys, [](const due_key& key) { return key.id; });
     for (const auto& key : keys) {
       if (overlay_.contains(key.id) || fetched_at_.contains(key.id))
         continue;
       if (auto it = cached_.find(key.id); it != cached_.end()) {
         // Taken out: a fire's commit caches the in-flight record again;
         // without one, the next look reads the store.
-        cached_bytes_ -= footprint(it->second);
+        cached_bytes_ -= footprint(*it->second);
         fetched_at_.emplace(key.id, fetched_.size());
-        fetched_.push_back(std::move(it->second));
+        fetched_.push_back(std::move(*it->second));
         cached_.erase(it);
       } else {
         read_ids_.push_back(key.id);
@@ -1130,11 +1130,11 @@ struct shard_logic::impl {
     }
   }
 
-  /// A record's node (its allocation rounded up to the allocator's size
-  /// class), and the table's pointer slot, which grows by doubling at 7/8
-  /// full, so a used slot comes with about half a free one, plus control
-  /// bytes.
-  static constexpr size_t cache_entry_overhead = 64 + 16;
+  /// A record's allocation rounded up to the allocator's size class, and
+  /// the table's slot (id and pointer, 16 bytes), which grows by doubling
+  /// at 7/8 full, so a used slot comes with about half a free one, plus
+  /// control bytes.
+  static constexpr size_t cache_entry_overhead = 64 + 24;
   /// A parsed cron expression's tables and strings, about.
   static constexpr size_t cron_overhead = sizeof(core::cron_expression) + 64;
 
@@ -1149,6 +1149,27 @@ struct shard_logic::impl {
            (r.cron_expr() != nullptr ? cron_overhead : 0);
   }
 
+  /// Loads the cached records of the ids `ids` yields (through `id_of`)
+  /// into the CPU's caches: first the table's slots of all of them, then
+  /// the records, so that their misses overlap. A shard's cache holds the
+  /// records of up to a few hundred thousand tasks, and a fire or a batch
+  /// of verdicts visits them in an order unrelated to their addresses.
+  template<class Range, class IdOf>
+  void prefetch_records(const Range& ids, IdOf id_of) const {
+    if (cached_.empty())
+      return;
+    for (const auto& x : ids)
+      cached_.prefetch(id_of(x));
+    for (const auto& x : ids) {
+      auto it = cached_.find(id_of(x));
+      if (it == cached_.end())
+        continue;
+      const auto* bytes = reinterpret_cast<const char*>(it->second.get());
+      for (size_t i = 0; i < sizeof(task_record); i += 64)
+        __builtin_prefetch(bytes + i);
+    }
+  }
+
   /// Caches the committed record `rec` (the last one of its task wins), if
   /// it fits.
   void remember(task_record&& rec) {
@@ -1157,8 +1178,8 @@ struct shard_logic::impl {
       remember_new(std::move(rec));
       return;
     }
-    // In place: the node stays, no allocation.
-    auto old_size = footprint(it->second);
+    // In place: the allocation stays, none is made.
+    auto old_size = footprint(*it->second);
     auto size = footprint(rec);
     if (cached_bytes_ - old_size + size > opts_.record_cache_bytes) {
       cached_bytes_ -= old_size;
@@ -1166,7 +1187,7 @@ struct shard_logic::impl {
       return;
     }
     cached_bytes_ += size - old_size;
-    it->second = std::move(rec);
+    *it->second = std::move(rec);
   }
 
   /// remember() of a record whose task the cache does not hold.
@@ -1176,12 +1197,12 @@ struct shard_logic::impl {
     if (cached_bytes_ + size > opts_.record_cache_bytes)
       return;
     cached_bytes_ += size;
-    cached_.emplace(id, std::move(rec));
+    cached_.emplace(id, std::make_unique<task_record>(std::move(rec)));
   }
 
   void forget(core::task_id id) {
     if (auto it = cached_.find(id); it != cached_.end()) {
-      cached_bytes_ -= footprint(it->second);
+      cached_bytes_ -= footprint(*it->second);
       cached_.erase(it);
     }
   }
@@ -1337,11 +1358,14 @@ struct shard_logic::impl {
   core::quad_heap leases_;
   /// Committed records of in-flight tasks and of tasks due soon (see
   /// record_cache_bytes); every commit updates or drops the entries of the
-  /// tasks it wrote. Records live in nodes of their own: a table of them
-  /// inline (256 bytes a slot) faulted in megabytes of fresh pages at every
-  /// doubling and moved every record at every rehash, a commit stalled for
-  /// tens of ms each time the cache grew or shrank (docs/benchmarks.md).
-  absl::node_hash_map<core::task_id, task_record> cached_;
+  /// tasks it wrote. Records live in allocations of their own: a table of
+  /// them inline (256 bytes a slot) faulted in megabytes of fresh pages at
+  /// every doubling and moved every record at every rehash, a commit
+  /// stalled for tens of ms each time the cache grew or shrank
+  /// (docs/benchmarks.md). The slots hold the ids, so a lookup touches a
+  /// record only to use it, and prefetch_records can start a batch's
+  /// record loads together.
+  absl::flat_hash_map<core::task_id, std::unique_ptr<task_record>> cached_;
   size_t cached_bytes_ = 0;
   /// Leases popped in this batch: a rollback hands them back.
   std::vector<core::timer_entry> leases_consumed_;
@@ -1794,6 +1818,10 @@ bool shard_logic::sync_pending() const noexcept {
 shard_logic::commit_result shard_logic::commit(int64_t now_ms,
                                                bool answers_waiting) {
   return impl_->commit(now_ms, answers_waiting);
+}
+
+void shard_logic::prefetch(std::span<const core::task_id> ids) const {
+  impl_->prefetch_records(ids, [](core::task_id id) { return id; });
 }
 
 size_t shard_logic::cached_records() const noexcept {

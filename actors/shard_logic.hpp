@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -178,6 +179,11 @@ public:
   /// same atomic write), or is removed when none is left.
   /// stale_delivery if `d` is not the task's current delivery.
   core::error ack(int64_t now_ms, const delivery_ref& d);
+
+  /// Starts loading the cached records of `ids` into the CPU's caches: a
+  /// batch of verdicts about to be settled then waits for its memory side
+  /// by side instead of one miss after the other. Changes nothing.
+  void prefetch(std::span<const core::task_id> ids) const;
 
   /// Settles a delivery as failed: retried after `retry_in_ms`, or after
   /// the policy's backoff when unset; dead-lettered if it was the last

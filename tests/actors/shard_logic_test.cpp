@@ -1475,6 +1475,16 @@ BOOST_FIXTURE_TEST_CASE(the_record_cache_serves_a_burst_then_shrinks, fixture) {
   auto got = fire_all(t0 + 200);
   BOOST_REQUIRE_EQUAL(got.size(), size_t{n});
   BOOST_TEST(logic->cached_records() == size_t{n}, "in flight: cached");
+  // A hint over cached, unknown and repeated ids changes nothing.
+  std::vector<task_id> ids;
+  for (const auto& d : got)
+    ids.push_back(d.id().task_id());
+  ids.push_back(ids.front());
+  ids.push_back(task_id{987654321});
+  logic->prefetch(ids);
+  logic->prefetch({});
+  BOOST_TEST(logic->cached_records() == size_t{n});
+  BOOST_TEST(!logic->dirty());
   for (const auto& d : got) {
     auto err = logic->ack(now, ref_of(d));
     BOOST_REQUIRE_MESSAGE(!err, "ack failed: " << err);
