@@ -1149,11 +1149,11 @@ struct shard_logic::impl {
            (r.cron_expr() != nullptr ? cron_overhead : 0);
   }
 
-  /// Loads the cached records of the ids `ids` yields (through `id_of`)
-  /// into the CPU's caches: first the table's slots of all of them, then
-  /// the records, so that their misses overlap. A shard's cache holds the
-  /// records of up to a few hundred thousand tasks, and a fire or a batch
-  /// of verdicts visits them in an order unrelated to their addresses.
+  /// Loads the cached records of the tasks in `ids` (their ids through
+  /// `id_of`) into the CPU's caches: first the table's slots of all of
+  /// them, then the records, so that their misses overlap. A shard's cache
+  /// holds tens of thousands of records, and a fire or a batch of verdicts
+  /// visits them in an order unrelated to their addresses.
   template<class Range, class IdOf>
   void prefetch_records(const Range& ids, IdOf id_of) const {
     if (cached_.empty())
