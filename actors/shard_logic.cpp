@@ -749,8 +749,7 @@ struct shard_logic::impl {
 
   /// Tracks the lease of a committed in-flight record.
   void track_lease(const task_record& rec) {
-    if (!leases_.update(rec.task.id, rec.lease_deadline_ms))
-      leases_.insert(rec.task.id, rec.lease_deadline_ms);
+    leases_.upsert(rec.task.id, rec.lease_deadline_ms);
     count_in_flight(rec.task.id, rec.task.topic);
   }
 

@@ -102,37 +102,7 @@ quad_heap::~quad_heap() = default;
 // -- public interface ---------------------------------------------------------
 
 bool quad_heap::insert(task_id id, int64_t due_ms) {
-  if (size_ >= max_entries)
-    throw std::length_error("quad_heap: more than max_entries entries");
-  if (over_load(size_ + 1 + tombstones_, slot_count_))
-    make_index_room();
-  // One probe both rejects a duplicate and finds the slot for a new id.
-  auto h = hash(id);
-  auto fp = fingerprint(h);
-  auto target = npos;
-  for (auto s = slot_for_hash(h);; s = next_slot(s)) {
-    auto v = slots_[s];
-    if (v == empty_slot) {
-      if (target == npos)
-        target = s;
-      break;
-    }
-    if (v == tombstone) {
-      if (target == npos)
-        target = s;
-    } else if ((v & fp_mask) == fp && heap_.get()[decode(v)].id == id) {
-      return false;
-    }
-  }
-  if (slots_[target] == tombstone)
-    --tombstones_;
-  if (size_ == capacity_)
-    grow_heap();
-  auto pos = static_cast<uint32_t>(size_++);
-  heap_.get()[pos] = entry{due_ms, id, next_seq()};
-  slots_[target] = encode(pos, fp);
-  sift_up(pos, target);
-  return true;
+  return probe_or_add(id, due_ms) == npos;
 }
 
 bool quad_heap::erase(task_id id) {
@@ -150,17 +120,16 @@ bool quad_heap::update(task_id id, int64_t due_ms) {
   auto s = find_slot(id);
   if (s == npos)
     return false;
-  auto pos = static_cast<uint32_t>(decode(slots_[s]));
-  auto& e = heap_.get()[pos];
-  auto old_due = e.due_ms;
-  e.due_ms = due_ms;
-  e.seq = next_seq();
-  // A fresh sequence only ever moves an entry later among equal due times.
-  if (due_ms < old_due)
-    sift_up(pos, s);
-  else
-    sift_down(pos, s);
+  move_to(s, due_ms);
   return true;
+}
+
+bool quad_heap::upsert(task_id id, int64_t due_ms) {
+  auto s = probe_or_add(id, due_ms);
+  if (s == npos)
+    return true;
+  move_to(s, due_ms);
+  return false;
 }
 
 bool quad_heap::contains(task_id id) const {
@@ -378,6 +347,54 @@ void quad_heap::apply_moves(const move_log& log) noexcept {
     auto s = slot_at(log.ids[i], log.from[i]);
     slots_[s] = encode(log.to[i], slots_[s] & fp_mask);
   }
+}
+
+// Returns the slot of a present `id`; otherwise adds it and returns npos.
+size_t quad_heap::probe_or_add(task_id id, int64_t due_ms) {
+  if (over_load(size_ + 1 + tombstones_, slot_count_))
+    make_index_room();
+  // One probe both finds a present id and the slot for an absent one.
+  auto h = hash(id);
+  auto fp = fingerprint(h);
+  auto target = npos;
+  for (auto s = slot_for_hash(h);; s = next_slot(s)) {
+    auto v = slots_[s];
+    if (v == empty_slot) {
+      if (target == npos)
+        target = s;
+      break;
+    }
+    if (v == tombstone) {
+      if (target == npos)
+        target = s;
+    } else if ((v & fp_mask) == fp && heap_.get()[decode(v)].id == id) {
+      return s;
+    }
+  }
+  if (size_ >= max_entries)
+    throw std::length_error("quad_heap: more than max_entries entries");
+  if (slots_[target] == tombstone)
+    --tombstones_;
+  if (size_ == capacity_)
+    grow_heap();
+  auto pos = static_cast<uint32_t>(size_++);
+  heap_.get()[pos] = entry{due_ms, id, next_seq()};
+  slots_[target] = encode(pos, fp);
+  sift_up(pos, target);
+  return npos;
+}
+
+void quad_heap::move_to(size_t s, int64_t due_ms) {
+  auto pos = static_cast<uint32_t>(decode(slots_[s]));
+  auto& e = heap_.get()[pos];
+  auto old_due = e.due_ms;
+  e.due_ms = due_ms;
+  e.seq = next_seq();
+  // A fresh sequence only ever moves an entry later among equal due times.
+  if (due_ms < old_due)
+    sift_up(pos, s);
+  else
+    sift_down(pos, s);
 }
 
 void quad_heap::remove_at(size_t pos) {

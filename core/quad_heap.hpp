@@ -49,6 +49,12 @@ public:
   /// order among equal due times. Returns false when `id` is not present.
   bool update(task_id id, int64_t due_ms);
 
+  /// Moves `id` to `due_ms` as `update` does, or adds it when absent, in one
+  /// probe of the index: an absent id's probe walks its whole run, so
+  /// `update` then `insert` would walk it twice. Returns true when it added.
+  /// Throws std::length_error past `max_entries`.
+  bool upsert(task_id id, int64_t due_ms);
+
   /// Returns whether `id` is present.
   bool contains(task_id id) const;
 
@@ -106,6 +112,8 @@ private:
   void sift_down(size_t pos, size_t slot);
   void apply_moves(const move_log& log) noexcept;
   void remove_at(size_t pos);
+  void move_to(size_t slot, int64_t due_ms);
+  size_t probe_or_add(task_id id, int64_t due_ms);
   uint32_t next_seq();
   void renumber_seqs();
 

@@ -45,8 +45,7 @@ core::error due_window::refill(int64_t now_ms, size_t max_slices) {
     if (!keys)
       return keys.err();
     for (const auto& key : *keys)
-      if (!heap_.insert(key.id, key.index_ms))
-        heap_.update(key.id, key.index_ms);
+      heap_.upsert(key.id, key.index_ms);
     if (keys->size() < want)
       cursor_ = end;
     else if (!keys->empty())
@@ -82,8 +81,7 @@ void due_window::on_write(const write_batch& batch) {
 
 void due_window::on_put(due_key key) {
   if (key <= cursor_) {
-    if (!heap_.update(key.id, key.index_ms))
-      heap_.insert(key.id, key.index_ms);
+    heap_.upsert(key.id, key.index_ms);
   } else {
     // A stale copy of the id must not fire at its old time.
     heap_.erase(key.id);

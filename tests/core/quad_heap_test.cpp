@@ -45,6 +45,10 @@ public:
     return insert(id, due_ms);
   }
 
+  bool upsert(task_id id, int64_t due_ms) {
+    return !update(id, due_ms) && insert(id, due_ms);
+  }
+
   std::optional<int64_t> due_of(task_id id) const {
     auto i = keys_.find(id);
     if (i == keys_.end())
@@ -121,7 +125,10 @@ void random_run(uint64_t seed, size_t steps, int64_t due_spread,
       auto id =
         model.size() > 0 && rng() % 4 != 0 ? model.pick(rng) : rng() % id_space;
       auto due = rand_due();
-      BOOST_REQUIRE_EQUAL(heap.update(id, due), model.update(id, due));
+      if (rng() % 2 == 0)
+        BOOST_REQUIRE_EQUAL(heap.update(id, due), model.update(id, due));
+      else
+        BOOST_REQUIRE_EQUAL(heap.upsert(id, due), model.upsert(id, due));
     } else if (op < 80) {
       auto id = rng() % id_space;
       BOOST_REQUIRE(heap.due_of(id) == model.due_of(id));
@@ -249,6 +256,19 @@ BOOST_AUTO_TEST_CASE(update_head_last_leaf_and_middle) {
       }
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(upsert_adds_or_moves) {
+  quad_heap heap;
+  BOOST_CHECK(heap.upsert(1, 30));
+  BOOST_CHECK(heap.upsert(2, 20));
+  BOOST_CHECK(!heap.upsert(1, 10));
+  BOOST_CHECK_EQUAL(heap.size(), 2u);
+  BOOST_CHECK(heap.due_of(1) == 10);
+  // A move counts as a fresh insertion among equal due times.
+  BOOST_CHECK(!heap.upsert(1, 20));
+  BOOST_CHECK(heap.check_invariants());
+  BOOST_CHECK(ids_of(heap.pop_due(100, 10)) == (std::vector<task_id>{2, 1}));
 }
 
 BOOST_AUTO_TEST_CASE(update_to_equal_due_goes_behind) {
