@@ -301,3 +301,56 @@ BOOST_AUTO_TEST_CASE(snapshots_see_the_version_of_their_time) {
     f.db->ReleaseSnapshot(s);
   f.check();
 }
+
+BOOST_AUTO_TEST_CASE(single_deletes_in_random_order_leave_the_rest) {
+  // The store's own pattern: ids put once in ascending order, each erased
+  // once with a SingleDelete in an order random against the ids, reads
+  // between and a flush now and then; MultiGet reads many at once.
+  db_fixture f{256 << 10};
+  std::vector<std::string> live;
+  auto key_of = [](uint64_t id) {
+    std::string key(8, '\0');
+    for (int i = 7; i >= 0; --i, id >>= 8)
+      key[static_cast<size_t>(i)] = static_cast<char>(id & 0xFF);
+    return key;
+  };
+  uint64_t next_id = 1;
+  for (int round = 0; round < 40; ++round) {
+    rocksdb::WriteBatch batch;
+    for (int i = 0; i < 300; ++i) {
+      auto key = key_of(next_id);
+      BOOST_REQUIRE(batch.Put(f.cf(), key, std::to_string(next_id)).ok());
+      f.model[key] = std::to_string(next_id++);
+      live.push_back(std::move(key));
+    }
+    for (int i = 0; i < 250 && !live.empty(); ++i) {
+      auto at = f.gen() % live.size();
+      std::swap(live[at], live.back());
+      BOOST_REQUIRE(batch.SingleDelete(f.cf(), live.back()).ok());
+      f.model.erase(live.back());
+      live.pop_back();
+    }
+    auto st = f.db->Write(rocksdb::WriteOptions{}, &batch);
+    BOOST_REQUIRE_MESSAGE(st.ok(), st.ToString());
+    std::vector<std::string> keys;
+    for (int i = 0; i < 64; ++i)
+      keys.push_back(key_of(1 + f.gen() % next_id));
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), f.cf());
+    std::vector<std::string> values;
+    auto statuses =
+      f.db->MultiGet(rocksdb::ReadOptions{}, cfs, slices, &values);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto it = f.model.find(keys[i]);
+      BOOST_REQUIRE_EQUAL(statuses[i].ok(), it != f.model.end());
+      if (it != f.model.end())
+        BOOST_REQUIRE_EQUAL(values[i], it->second);
+      else
+        BOOST_REQUIRE(statuses[i].IsNotFound());
+    }
+  }
+  f.check();
+  f.close();
+  f.open(256 << 10);
+  f.check();
+}
