@@ -1803,6 +1803,43 @@ BOOST_FIXTURE_TEST_CASE(reads_see_staged_writes, fixture) {
   BOOST_TEST(fire_one(t0 + 200).id().task_id() == res->id);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_task_changed_in_its_first_batch_is_stored_changed,
+                        fixture) {
+  // A new task's record reaches its put only at the commit (moved), or as
+  // a copy when the batch changes it: the store must hold each task as the
+  // batch left it, and nothing else.
+  auto moved = logic->schedule(now, make(t0 + 100, "moved"));
+  auto revoked = logic->schedule(now, make(t0 + 100, "revoked"));
+  auto kept = logic->schedule(now, make(t0 + 300, "kept"));
+  BOOST_REQUIRE(moved && revoked && kept);
+  BOOST_REQUIRE(logic->reschedule(now, moved->id, t0 + 200));
+  BOOST_REQUIRE(logic->revoke(now, revoked->id));
+  commit();
+  restart();
+  auto stored = [&](task_id id) {
+    auto got = rocks->get(id);
+    BOOST_REQUIRE(got);
+    return *got;
+  };
+  BOOST_REQUIRE(stored(moved->id));
+  BOOST_TEST(stored(moved->id)->task.due_ms == t0 + 200);
+  BOOST_TEST(stored(moved->id)->task.payload == "moved");
+  BOOST_TEST(!stored(revoked->id));
+  BOOST_REQUIRE(stored(kept->id));
+  BOOST_TEST(stored(kept->id)->task.payload == "kept");
+  BOOST_TEST(!stored(0));
+  auto keys = scan();
+  BOOST_REQUIRE_EQUAL(keys.size(), 2u);
+  BOOST_TEST(keys[0].id == moved->id);
+  BOOST_TEST(keys[0].index_ms == t0 + 200);
+  BOOST_TEST(keys[1].id == kept->id);
+  BOOST_TEST(fire(t0 + 199).empty());
+  auto d = fire_one(t0 + 200);
+  BOOST_TEST(d.id().task_id() == moved->id);
+  BOOST_TEST(d.payload() == "moved");
+  BOOST_TEST(fire_one(t0 + 300).payload() == "kept");
+}
+
 BOOST_FIXTURE_TEST_CASE(stale_index_entries_are_skipped, fixture) {
   auto moved = add(t0 + 1'000);
   auto revoked = add(t0 + 1'000);
