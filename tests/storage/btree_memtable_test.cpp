@@ -23,6 +23,14 @@ using namespace dally;
 
 namespace {
 
+/// A task id as the store keys it: 8 bytes, big-endian.
+std::string id_key(uint64_t id) {
+  std::string key(8, '\0');
+  for (int i = 7; i >= 0; --i, id >>= 8)
+    key[static_cast<size_t>(i)] = static_cast<char>(id & 0xFF);
+  return key;
+}
+
 /// A RocksDB database whose one column family keeps its memtable in the
 /// B-tree, checked against a std::map of what was written.
 struct db_fixture {
@@ -80,13 +88,8 @@ struct db_fixture {
           key.push_back(static_cast<char>(gen() % 3));
         return key;
       }
-      case 1: {
-        std::string key(8, '\0');
-        auto id = gen() % 512;
-        for (int i = 7; i >= 0; --i, id >>= 8)
-          key[static_cast<size_t>(i)] = static_cast<char>(id & 0xFF);
-        return key;
-      }
+      case 1:
+        return id_key(gen() % 512);
       case 2: {
         std::string key(9 + gen() % 4, 'x');
         for (auto& c : key)
@@ -221,12 +224,8 @@ BOOST_AUTO_TEST_CASE(an_iterator_survives_writes_between_its_steps) {
   // B-tree inserts move entries between nodes, so the iterator must find
   // its place again. It sees the data as of its creation (its snapshot).
   db_fixture f;
-  for (uint64_t id = 0; id < 4000; id += 2) {
-    std::string key(8, '\0');
-    for (int i = 7, x = static_cast<int>(id); i >= 0; --i, x >>= 8)
-      key[static_cast<size_t>(i)] = static_cast<char>(x & 0xFF);
-    f.put(key, std::to_string(id));
-  }
+  for (uint64_t id = 0; id < 4000; id += 2)
+    f.put(id_key(id), std::to_string(id));
   auto snapshot = f.model;
   auto it = f.iterator();
   auto expected = snapshot.begin();
@@ -308,17 +307,11 @@ BOOST_AUTO_TEST_CASE(single_deletes_in_random_order_leave_the_rest) {
   // between and a flush now and then; MultiGet reads many at once.
   db_fixture f{256 << 10};
   std::vector<std::string> live;
-  auto key_of = [](uint64_t id) {
-    std::string key(8, '\0');
-    for (int i = 7; i >= 0; --i, id >>= 8)
-      key[static_cast<size_t>(i)] = static_cast<char>(id & 0xFF);
-    return key;
-  };
   uint64_t next_id = 1;
   for (int round = 0; round < 40; ++round) {
     rocksdb::WriteBatch batch;
     for (int i = 0; i < 300; ++i) {
-      auto key = key_of(next_id);
+      auto key = id_key(next_id);
       BOOST_REQUIRE(batch.Put(f.cf(), key, std::to_string(next_id)).ok());
       f.model[key] = std::to_string(next_id++);
       live.push_back(std::move(key));
@@ -334,7 +327,7 @@ BOOST_AUTO_TEST_CASE(single_deletes_in_random_order_leave_the_rest) {
     BOOST_REQUIRE_MESSAGE(st.ok(), st.ToString());
     std::vector<std::string> keys;
     for (int i = 0; i < 64; ++i)
-      keys.push_back(key_of(1 + f.gen() % next_id));
+      keys.push_back(id_key(1 + f.gen() % next_id));
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
     std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), f.cf());
     std::vector<std::string> values;
