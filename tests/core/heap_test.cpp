@@ -48,10 +48,11 @@ long rss_kib() {
   return -1;
 }
 
-/// Switches off the decay of this thread's arena while it lives. With the
-/// five-second decay the background thread sometimes returns part of the
-/// freed pages before the purge runs (20 to 40 of 64 MiB, half the runs on
-/// a 2-vCPU guest), which left the purge too little to show.
+/// Switches off the decay of this thread's arena while it lives. Even with
+/// the five-second decay, jemalloc's background thread returns part of the
+/// freed pages at once (23 to 43 of 64 MiB on a 2-vCPU guest), and a purge
+/// that lands while it does so returns nothing: jemalloc 5.3 skips an arena
+/// that another thread is purging.
 class decay_off {
 public:
   decay_off() : ctl_(dally::core::find_mallctl()) {
