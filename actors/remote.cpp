@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include <caf/defaults.hpp>
 #include <caf/function_view.hpp>
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
@@ -280,10 +281,23 @@ caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
                                            uint16_t port,
                                            connect_options opts) {
   ignore_broker_cycle(basp_broker_of(sys));
-  auto node = sys.middleman().remote_actor<engine_actor>(host, port);
-  if (!node)
-    return std::move(node.error());
-  return client_guard_for(sys, std::move(*node), opts.max_message_bytes);
+  // CAF 0.17.6 starts a new connection as last seen at the clock's epoch,
+  // so a heartbeat check that comes before the node's handshake drops it at
+  // once with connection_timeout, however quick the node (the checks come
+  // every heartbeat interval). Such a connect is tried again until the
+  // configured connection timeout has passed, the time a silent node gets
+  // anyway.
+  auto patience = caf::get_or(sys.config(), "middleman.connection-timeout",
+                              caf::defaults::middleman::connection_timeout);
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    auto node = sys.middleman().remote_actor<engine_actor>(host, port);
+    if (node)
+      return client_guard_for(sys, std::move(*node), opts.max_message_bytes);
+    if (node.error() != caf::sec::connection_timeout ||
+        std::chrono::steady_clock::now() >= deadline)
+      return std::move(node.error());
+  }
 }
 
 } // namespace dally::actors
