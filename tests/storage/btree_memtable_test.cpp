@@ -17,19 +17,12 @@
 #include <rocksdb/write_batch.h>
 
 #include "storage/btree_memtable.hpp"
+#include "storage/rocks_task_store.hpp"
 #include "test_support.hpp"
 
 using namespace dally;
 
 namespace {
-
-/// A task id as the store keys it: 8 bytes, big-endian.
-std::string id_key(uint64_t id) {
-  std::string key(8, '\0');
-  for (int i = 7; i >= 0; --i, id >>= 8)
-    key[static_cast<size_t>(i)] = static_cast<char>(id & 0xFF);
-  return key;
-}
 
 /// A RocksDB database whose one column family keeps its memtable in the
 /// B-tree, checked against a std::map of what was written.
@@ -89,7 +82,7 @@ struct db_fixture {
         return key;
       }
       case 1:
-        return id_key(gen() % 512);
+        return storage::encode_task_key(gen() % 512);
       case 2: {
         std::string key(9 + gen() % 4, 'x');
         for (auto& c : key)
@@ -225,7 +218,7 @@ BOOST_AUTO_TEST_CASE(an_iterator_survives_writes_between_its_steps) {
   // its place again. It sees the data as of its creation (its snapshot).
   db_fixture f;
   for (uint64_t id = 0; id < 4000; id += 2)
-    f.put(id_key(id), std::to_string(id));
+    f.put(storage::encode_task_key(id), std::to_string(id));
   auto snapshot = f.model;
   auto it = f.iterator();
   auto expected = snapshot.begin();
@@ -311,7 +304,7 @@ BOOST_AUTO_TEST_CASE(single_deletes_in_random_order_leave_the_rest) {
   for (int round = 0; round < 40; ++round) {
     rocksdb::WriteBatch batch;
     for (int i = 0; i < 300; ++i) {
-      auto key = id_key(next_id);
+      auto key = storage::encode_task_key(next_id);
       BOOST_REQUIRE(batch.Put(f.cf(), key, std::to_string(next_id)).ok());
       f.model[key] = std::to_string(next_id++);
       live.push_back(std::move(key));
@@ -327,7 +320,7 @@ BOOST_AUTO_TEST_CASE(single_deletes_in_random_order_leave_the_rest) {
     BOOST_REQUIRE_MESSAGE(st.ok(), st.ToString());
     std::vector<std::string> keys;
     for (int i = 0; i < 64; ++i)
-      keys.push_back(id_key(1 + f.gen() % next_id));
+      keys.push_back(storage::encode_task_key(1 + f.gen() % next_id));
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
     std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), f.cf());
     std::vector<std::string> values;
