@@ -1805,9 +1805,8 @@ BOOST_FIXTURE_TEST_CASE(reads_see_staged_writes, fixture) {
 
 BOOST_FIXTURE_TEST_CASE(a_task_changed_in_its_first_batch_is_stored_changed,
                         fixture) {
-  // A new task's record reaches its put only at the commit (moved), or as
-  // a copy when the batch changes it: the store must hold each task as the
-  // batch left it, and nothing else.
+  // Tasks rescheduled or revoked in the batch that scheduled them: the
+  // store must hold each as the batch left it, and nothing else.
   auto moved = logic->schedule(now, make(t0 + 100, "moved"));
   auto revoked = logic->schedule(now, make(t0 + 100, "revoked"));
   auto kept = logic->schedule(now, make(t0 + 300, "kept"));
