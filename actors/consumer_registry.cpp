@@ -9,10 +9,10 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
 #include "actors/shard.hpp"
-#include "actors/type_ids.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
 
 namespace dally::actors {
 
@@ -51,16 +51,16 @@ void publish(registry_actor* self, const std::string& topic) {
 }
 
 /// Adds `consumer` to the request's topic, or updates its limits there.
-caf::result<empty_reply> subscribe(registry_actor* self,
-                                   const v1::SubscribeRequest& req,
-                                   consumer_actor consumer, bool batches) {
+caf::result<net::empty_reply> subscribe(registry_actor* self,
+                                        const v1::SubscribeRequest& req,
+                                        consumer_actor consumer, bool batches) {
   auto& st = self->state;
   const auto& topic = req.topic();
   if (topic.empty())
-    return make_caf_error(core::errc::invalid_topic, "topic is empty");
+    return net::make_caf_error(core::errc::invalid_topic, "topic is empty");
   if (!consumer)
-    return make_caf_error(core::errc::invalid_request,
-                          "subscribe needs a consumer actor");
+    return net::make_caf_error(core::errc::invalid_request,
+                               "subscribe needs a consumer actor");
   auto cap = req.max_in_flight() == 0
                ? st.default_max_in_flight
                : std::min(req.max_in_flight(), st.default_max_in_flight);
@@ -81,7 +81,7 @@ caf::result<empty_reply> subscribe(registry_actor* self,
       self->monitor(consumer);
   }
   publish(self, topic);
-  return empty_reply{};
+  return net::empty_reply{};
 }
 
 caf::behavior registry_impl(registry_actor* self,
@@ -112,29 +112,29 @@ caf::behavior registry_impl(registry_actor* self,
       self->send(n, consumer_down_msg{msg.source.id()});
   });
   return {
-    [self](subscribe_request& req,
-           consumer_actor& consumer) -> caf::result<empty_reply> {
+    [self](net::subscribe_request& req,
+           consumer_actor& consumer) -> caf::result<net::empty_reply> {
       if (req.pb.max_batch() > 1)
-        return make_caf_error(core::errc::invalid_request,
-                              "max_batch above 1 needs a batch consumer "
-                              "(dally::batch_consumer_actor)");
+        return net::make_caf_error(core::errc::invalid_request,
+                                   "max_batch above 1 needs a batch consumer "
+                                   "(dally::batch_consumer_actor)");
       return subscribe(self, req.pb, std::move(consumer), false);
     },
-    [self](subscribe_request& req,
-           batch_consumer_actor& consumer) -> caf::result<empty_reply> {
+    [self](net::subscribe_request& req,
+           batch_consumer_actor& consumer) -> caf::result<net::empty_reply> {
       return subscribe(self, req.pb, std::move(consumer), true);
     },
-    [self](unsubscribe_request& req,
-           consumer_actor& consumer) -> caf::result<empty_reply> {
+    [self](net::unsubscribe_request& req,
+           consumer_actor& consumer) -> caf::result<net::empty_reply> {
       auto& st = self->state;
       auto t = st.topics.find(req.pb.topic());
       if (t == st.topics.end())
-        return empty_reply{};
+        return net::empty_reply{};
       auto& subs = t->second;
       auto i = std::find_if(subs.begin(), subs.end(),
                             [&](auto& s) { return s.handle == consumer; });
       if (i == subs.end())
-        return empty_reply{};
+        return net::empty_reply{};
       subs.erase(i);
       auto topic = t->first;
       if (subs.empty())
@@ -145,7 +145,7 @@ caf::behavior registry_impl(registry_actor* self,
         self->demonitor(consumer.address());
       }
       publish(self, topic);
-      return empty_reply{};
+      return net::empty_reply{};
     },
     [self](topics_atom) {
       topic_consumers_msg out;

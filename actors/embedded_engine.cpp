@@ -7,25 +7,26 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/engine.hpp"
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/type_ids.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
 
 namespace dally::actors {
 
-caf::expected<embedded_engine> embedded_engine::start(caf::actor_system& sys,
-                                                      engine_config cfg) {
+caf::expected<embedded_engine>
+embedded_engine::start(caf::actor_system& sys, logic::engine_config cfg) {
   if (cfg.data_dir.empty())
-    return make_caf_error(core::errc::invalid_request, "data_dir is empty");
+    return net::make_caf_error(core::errc::invalid_request,
+                               "data_dir is empty");
   if (cfg.shard_count == 0)
-    return make_caf_error(core::errc::invalid_request,
-                          "shard_count must be at least 1");
+    return net::make_caf_error(core::errc::invalid_request,
+                               "shard_count must be at least 1");
   std::error_code ec;
   std::filesystem::create_directories(cfg.data_dir, ec);
   if (ec)
-    return make_caf_error(core::errc::io_error, "cannot create data dir " +
-                                                  cfg.data_dir + ": " +
-                                                  ec.message());
+    return net::make_caf_error(core::errc::io_error, "cannot create data dir " +
+                                                       cfg.data_dir + ": " +
+                                                       ec.message());
   auto handle = spawn_engine(sys, std::move(cfg));
   embedded_engine result{&sys, handle};
   caf::error failure;

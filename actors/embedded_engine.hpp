@@ -3,8 +3,8 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
+#include "logic/engine_config.hpp"
+#include "net/engine_actor.hpp"
 
 namespace dally::actors {
 
@@ -13,7 +13,7 @@ namespace dally::actors {
 /// and waits until every shard has recovered from its store.
 ///
 ///     caf::actor_system_config cfg;
-///     dally::actors::add_message_types(cfg);
+///     dally::runtime::add_message_types(cfg);
 ///     caf::actor_system sys{cfg};
 ///     auto engine = dally::actors::embedded_engine::start(sys, {...});
 ///     if (!engine) ... // engine.error(): store_locked, io_error, ...
@@ -25,7 +25,7 @@ public:
   /// directory, store_unavailable for another shard count, io_error...),
   /// invalid_request for an unusable config.
   static caf::expected<embedded_engine> start(caf::actor_system& sys,
-                                              engine_config cfg);
+                                              logic::engine_config cfg);
 
   embedded_engine(embedded_engine&&) noexcept = default;
   embedded_engine& operator=(embedded_engine&&) noexcept = default;

@@ -13,27 +13,21 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/consumer_registry.hpp"
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
 #include "actors/notifier.hpp"
 #include "actors/shard.hpp"
 #include "actors/supervisor.hpp"
-#include "actors/type_ids.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
 
 namespace dally::actors {
-
-int64_t system_wall_clock_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(system_clock::now().time_since_epoch())
-    .count();
-}
 
 namespace {
 
 struct engine_state {
   static inline const char* name = "dally.engine";
 
-  engine_config cfg;
+  logic::engine_config cfg;
   std::vector<caf::actor> shards;
   std::vector<caf::actor> notifiers;
   caf::actor registry;
@@ -59,9 +53,9 @@ uint32_t key_shard(const std::string& key, size_t count) {
 }
 
 caf::error shard_unavailable(uint32_t index) {
-  return make_caf_error(core::errc::unavailable,
-                        "shard " + std::to_string(index) +
-                          " is restarting; retry the request");
+  return net::make_caf_error(core::errc::unavailable,
+                             "shard " + std::to_string(index) +
+                               " is restarting; retry the request");
 }
 
 /// Forwards the current request to the shard owning `index`, keeping the
@@ -106,7 +100,7 @@ void check_ready(engine_impl_actor* self) {
 /// Forwards a batch without idempotency keys whole to the next shard in
 /// turn; splits one with keys by shard, sends each part, and puts the
 /// answers back in the request's order.
-void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
+void schedule_batch(engine_impl_actor* self, net::schedule_batch_request& req) {
   auto& st = self->state;
   auto n = req.pb.tasks_size();
   const auto& tasks = req.pb.tasks();
@@ -121,18 +115,19 @@ void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
     self->delegate(st.shards[shard], std::move(req));
     return;
   }
-  auto rp = self->make_response_promise<schedule_batch_reply>();
+  auto rp = self->make_response_promise<net::schedule_batch_reply>();
   struct pending {
     v1::ScheduleBatchReply reply;
     size_t parts_left = 0;
-    caf::typed_response_promise<schedule_batch_reply> rp;
+    caf::typed_response_promise<net::schedule_batch_reply> rp;
   };
   auto acc = std::make_shared<pending>();
   acc->rp = rp;
   for (int i = 0; i < n; ++i)
     acc->reply.add_results();
   // Tasks without a key all go to one shard, keyed ones to their key's.
-  std::map<uint32_t, std::pair<schedule_batch_request, std::vector<int>>> parts;
+  std::map<uint32_t, std::pair<net::schedule_batch_request, std::vector<int>>>
+    parts;
   uint32_t unkeyed = st.next_shard;
   bool used_unkeyed = false;
   for (int i = 0; i < n; ++i) {
@@ -151,21 +146,21 @@ void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
   if (used_unkeyed)
     st.next_shard = (st.next_shard + 1) % st.shards.size();
   if (parts.empty()) {
-    rp.deliver(schedule_batch_reply{});
+    rp.deliver(net::schedule_batch_reply{});
     return;
   }
   acc->parts_left = parts.size();
   for (auto& [shard, part] : parts) {
     auto positions = std::move(part.second);
     auto fail_all = [acc, positions](const caf::error& err) {
-      auto e = from_caf(err);
+      auto e = net::from_caf(err);
       for (auto pos : positions) {
         auto* f = acc->reply.mutable_results(pos)->mutable_failure();
         f->set_code(static_cast<uint32_t>(e.code()));
         f->set_message(e.message());
       }
       if (--acc->parts_left == 0)
-        acc->rp.deliver(schedule_batch_reply{std::move(acc->reply)});
+        acc->rp.deliver(net::schedule_batch_reply{std::move(acc->reply)});
     };
     if (!st.shards[shard]) {
       fail_all(shard_unavailable(shard));
@@ -173,12 +168,12 @@ void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
     }
     self->request(st.shards[shard], caf::infinite, std::move(part.first))
       .then(
-        [acc, positions](schedule_batch_reply& sub) {
+        [acc, positions](net::schedule_batch_reply& sub) {
           for (size_t k = 0; k < positions.size(); ++k)
             *acc->reply.mutable_results(positions[k]) =
               std::move(*sub.pb.mutable_results(static_cast<int>(k)));
           if (--acc->parts_left == 0)
-            acc->rp.deliver(schedule_batch_reply{std::move(acc->reply)});
+            acc->rp.deliver(net::schedule_batch_reply{std::move(acc->reply)});
         },
         fail_all);
   }
@@ -187,18 +182,18 @@ void schedule_batch(engine_impl_actor* self, schedule_batch_request& req) {
 /// Asks every shard, notifier and the registry for their numbers.
 void stats(engine_impl_actor* self) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<stats_reply>();
+  auto rp = self->make_response_promise<net::stats_reply>();
   struct pending {
     v1::StatsReply reply;
     std::map<std::string, v1::TopicStats> topics;
     size_t left = 0;
-    caf::typed_response_promise<stats_reply> rp;
+    caf::typed_response_promise<net::stats_reply> rp;
     void done() {
       if (--left > 0)
         return;
       for (auto& [name, t] : topics)
         *reply.add_topics() = t;
-      rp.deliver(stats_reply{std::move(reply)});
+      rp.deliver(net::stats_reply{std::move(reply)});
     }
   };
   auto acc = std::make_shared<pending>();
@@ -269,9 +264,9 @@ void stats(engine_impl_actor* self) {
 }
 
 /// Merges one page of dead letters from every shard, in id order.
-void dead_letters(engine_impl_actor* self, dead_letters_request& req) {
+void dead_letters(engine_impl_actor* self, net::dead_letters_request& req) {
   auto& st = self->state;
-  auto rp = self->make_response_promise<dead_letters_reply>();
+  auto rp = self->make_response_promise<net::dead_letters_reply>();
   size_t limit =
     req.pb.limit() == 0 ? st.cfg.shard.dead_letter_page : req.pb.limit();
   struct pending {
@@ -280,7 +275,7 @@ void dead_letters(engine_impl_actor* self, dead_letters_request& req) {
     size_t left = 0;
     size_t limit = 0;
     caf::error err;
-    caf::typed_response_promise<dead_letters_reply> rp;
+    caf::typed_response_promise<net::dead_letters_reply> rp;
     void done() {
       if (--left > 0)
         return;
@@ -295,7 +290,7 @@ void dead_letters(engine_impl_actor* self, dead_letters_request& req) {
         *out.add_dead() = std::move(dead[i]);
       if ((more || dead.size() > limit) && out.dead_size() > 0)
         out.set_next_after_id(out.dead(out.dead_size() - 1).task().id());
-      rp.deliver(dead_letters_reply{std::move(out)});
+      rp.deliver(net::dead_letters_reply{std::move(out)});
     }
   };
   auto acc = std::make_shared<pending>();
@@ -311,9 +306,9 @@ void dead_letters(engine_impl_actor* self, dead_letters_request& req) {
     v1::DeadLettersRequest part;
     part.set_after_id(req.pb.after_id());
     part.set_limit(static_cast<uint32_t>(limit));
-    self->request(st.shards[i], caf::infinite, dead_letters_request{part})
+    self->request(st.shards[i], caf::infinite, net::dead_letters_request{part})
       .then(
-        [acc](dead_letters_reply& page) {
+        [acc](net::dead_letters_reply& page) {
           for (auto& d : *page.pb.mutable_dead())
             acc->dead.push_back(std::move(d));
           if (page.pb.next_after_id() != 0)
@@ -348,10 +343,10 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
   return out;
 }
 
-caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
+caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
   auto& st = self->state;
   if (!cfg.wall_clock_ms)
-    cfg.wall_clock_ms = system_wall_clock_ms;
+    cfg.wall_clock_ms = logic::system_wall_clock_ms;
   cfg.shard_count = std::max<uint32_t>(1, cfg.shard_count);
   cfg.notifiers = std::max<uint32_t>(1, cfg.notifiers);
   st.cfg = std::move(cfg);
@@ -359,7 +354,7 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
   st.ever_up.resize(st.cfg.shard_count, false);
   auto me = caf::actor_cast<caf::actor>(self);
   auto& sys = self->system();
-  dispatcher_options dopts;
+  logic::notifier_options dopts;
   dopts.max_in_flight_total = st.cfg.max_in_flight_total;
   dopts.max_queued_per_topic = st.cfg.max_queued_per_topic;
   for (uint32_t i = 0; i < st.cfg.notifiers; ++i) {
@@ -398,36 +393,42 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
     self->send_exit(st.supervisor, st.stop_reason);
   });
   return {
-    [self](schedule_request& req) {
+    [self](net::schedule_request& req) {
       route(self, shard_for(self, req.pb), req);
     },
-    [self](schedule_batch_request& req) { schedule_batch(self, req); },
-    [self](revoke_request& req) { route(self, owner(self, req.pb.id()), req); },
-    [self](reschedule_request& req) {
+    [self](net::schedule_batch_request& req) { schedule_batch(self, req); },
+    [self](net::revoke_request& req) {
       route(self, owner(self, req.pb.id()), req);
     },
-    [self](get_request& req) { route(self, owner(self, req.pb.id()), req); },
-    [self](kick_request& req) { route(self, owner(self, req.pb.id()), req); },
-    [self](ack_request& req) {
+    [self](net::reschedule_request& req) {
+      route(self, owner(self, req.pb.id()), req);
+    },
+    [self](net::get_request& req) {
+      route(self, owner(self, req.pb.id()), req);
+    },
+    [self](net::kick_request& req) {
+      route(self, owner(self, req.pb.id()), req);
+    },
+    [self](net::ack_request& req) {
       route(self, owner(self, req.pb.id().task_id()), req);
     },
-    [self](nack_request& req) {
+    [self](net::nack_request& req) {
       route(self, owner(self, req.pb.id().task_id()), req);
     },
-    [self](touch_request& req) {
+    [self](net::touch_request& req) {
       route(self, owner(self, req.pb.id().task_id()), req);
     },
-    [self](subscribe_request& req, consumer_actor& consumer) {
+    [self](net::subscribe_request& req, consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
     },
-    [self](subscribe_request& req, batch_consumer_actor& consumer) {
+    [self](net::subscribe_request& req, batch_consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
     },
-    [self](unsubscribe_request& req, consumer_actor& consumer) {
+    [self](net::unsubscribe_request& req, consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
     },
-    [self](stats_request&) { stats(self); },
-    [self](dead_letters_request& req) { dead_letters(self, req); },
+    [self](net::stats_request&) { stats(self); },
+    [self](net::dead_letters_request& req) { dead_letters(self, req); },
     [self](requeue_msg& msg) {
       auto& shard = self->state.shards[owner(self, msg.ref.id)];
       if (shard)
@@ -480,10 +481,10 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
         return;
       st.shards[msg.index] = nullptr;
       if (!st.ever_up[msg.index] && !st.start_error) {
-        auto err = from_caf(msg.reason);
+        auto err = net::from_caf(msg.reason);
         st.start_error =
-          make_caf_error(err.code(), "shard " + std::to_string(msg.index) +
-                                       ": " + err.message());
+          net::make_caf_error(err.code(), "shard " + std::to_string(msg.index) +
+                                            ": " + err.message());
         check_ready(self);
       }
     },
@@ -503,7 +504,7 @@ caf::behavior engine_impl(engine_impl_actor* self, engine_config cfg) {
 
 } // namespace
 
-storage::store_options shard_store_options(const engine_config& cfg,
+storage::store_options shard_store_options(const logic::engine_config& cfg,
                                            uint32_t shard) {
   storage::store_options out;
   out.path =
@@ -522,7 +523,7 @@ storage::store_options shard_store_options(const engine_config& cfg,
   return out;
 }
 
-engine_actor spawn_engine(caf::actor_system& sys, engine_config cfg) {
+engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg) {
   return caf::actor_cast<engine_actor>(sys.spawn(engine_impl, std::move(cfg)));
 }
 

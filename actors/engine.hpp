@@ -2,8 +2,8 @@
 
 #include <caf/fwd.hpp>
 
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
+#include "logic/engine_config.hpp"
+#include "net/engine_actor.hpp"
 
 namespace dally::actors {
 
@@ -21,11 +21,11 @@ namespace dally::actors {
 ///
 /// The engine answers (ready_atom) once every shard has opened its store,
 /// or with the first shard's error; `embedded_engine::start` waits for it.
-engine_actor spawn_engine(caf::actor_system& sys, engine_config cfg);
+engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg);
 
 /// How the engine opens shard `shard`'s store (its directory is
 /// `data_dir/shard-<shard>`), for tools that inspect a stopped node's data.
-storage::store_options shard_store_options(const engine_config& cfg,
+storage::store_options shard_store_options(const logic::engine_config& cfg,
                                            uint32_t shard);
 
 } // namespace dally::actors

@@ -12,10 +12,10 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
-#include "actors/dispatcher.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/release_queue.hpp"
-#include "actors/shard_logic.hpp"
+#include "logic/notifier_logic.hpp"
+#include "logic/release_queue.hpp"
+#include "logic/shard_logic.hpp"
+#include "net/engine_actor.hpp"
 #include "proto/dally_api.pb.h"
 
 // Messages between the actors of one node. They never leave the process,
@@ -40,17 +40,17 @@ using shards_atom = caf::atom_constant<caf::atom("shards")>;
 /// Shard -> notifier: deliveries fired by one commit, in due order, each
 /// to be released at its due time unless its shard cancels it first.
 struct deliver_batch {
-  std::vector<held_delivery> items;
+  std::vector<logic::held_delivery> items;
 };
 
 /// Notifier -> engine -> shard: the consumer holding a delivery died.
 struct requeue_msg {
-  delivery_ref ref;
+  logic::delivery_ref ref;
 };
 
 /// Notifier -> engine -> shard: nobody could take a delivery.
 struct undelivered_msg {
-  delivery_ref ref;
+  logic::delivery_ref ref;
 };
 
 /// Notifier -> engine -> shards: whether a topic can take deliveries.
@@ -77,7 +77,7 @@ struct consumers_msg {
 
 /// One verdict of a batch consumer, for the task's shard.
 struct settle_item {
-  delivery_ref ref;
+  logic::delivery_ref ref;
   bool ack = true;
   /// Nack only: retry after this delay (unset: the task's backoff).
   std::optional<int64_t> retry_in_ms;
@@ -92,7 +92,7 @@ struct settle_batch_msg {
 
 /// Registry -> notifiers: a consumer died.
 struct consumer_down_msg {
-  consumer_id id = 0;
+  logic::consumer_id id = 0;
 };
 
 /// Shard -> engine, supervisor and notifiers: shard `index` runs as
@@ -110,7 +110,7 @@ struct shard_down_msg {
 
 /// Shard -> engine: a shard's numbers, for stats.
 struct shard_stats_msg {
-  shard_counters counters;
+  logic::shard_counters counters;
   uint64_t window = 0;
   uint64_t backlog = 0;
   std::map<std::string, uint64_t> waiting;
@@ -120,7 +120,7 @@ struct shard_stats_msg {
 
 /// Notifier -> engine: a notifier's numbers, for stats.
 struct notifier_stats_msg {
-  std::map<std::string, topic_counters> topics;
+  std::map<std::string, logic::topic_counters> topics;
   uint64_t in_flight = 0;
 };
 

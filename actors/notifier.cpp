@@ -10,11 +10,10 @@
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/answer_deadlines.hpp"
 #include "actors/messages.hpp"
-#include "actors/prompt_stealing.hpp"
-#include "actors/type_ids.hpp"
-#include "actors/wall_clock.hpp"
+#include "logic/answer_deadlines.hpp"
+#include "logic/wall_clock.hpp"
+#include "net/type_ids.hpp"
 
 namespace dally::actors {
 
@@ -43,25 +42,22 @@ struct notifier_state {
   /// By shard index: the running shard actor (each announces itself when
   /// it starts, before it sends any batch).
   std::vector<caf::actor> shards;
-  std::unique_ptr<dispatcher> logic;
-  wall_clock clock;
+  std::unique_ptr<logic::notifier_logic> logic;
+  logic::wall_clock clock;
   /// Fired deliveries waiting for their due time, and the armed release:
   /// its generation and wall-clock target.
-  release_queue holds;
+  logic::release_queue holds;
   uint64_t release_generation = 0;
   int64_t release_armed_ms = std::numeric_limits<int64_t>::max();
-  /// Times the releases on the workers themselves where the scheduler
-  /// offers it (see prompt_stealing); empty: CAF's clock.
-  worker_timer_fn release_timer;
   /// Handle and deliveries per message of each known consumer.
-  std::unordered_map<consumer_id, std::pair<consumer_actor, uint32_t>>
+  std::unordered_map<logic::consumer_id, std::pair<consumer_actor, uint32_t>>
     consumers;
-  dispatch_effects fx;
+  logic::notifier_effects fx;
   /// The armed expiry check of queued deliveries.
   armed_check expiry;
   /// Requests to consumers awaiting an answer, timed out by one armed
   /// check rather than by CAF's clock (see answer_deadlines).
-  answer_deadlines awaiting;
+  logic::answer_deadlines awaiting;
   armed_check overdue;
 };
 
@@ -127,11 +123,13 @@ void request_until(notifier_actor* self, const Handle& dest, Msg msg,
     });
 }
 
-delivery_ref ref_of(const v1::Delivery& d) {
-  return delivery_ref{d.id().task_id(), d.id().occurrence(), d.id().attempt()};
+logic::delivery_ref ref_of(const v1::Delivery& d) {
+  return logic::delivery_ref{d.id().task_id(), d.id().occurrence(),
+                             d.id().attempt()};
 }
 
-void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
+void send_one(notifier_actor* self, logic::consumer_id cid,
+              logic::delivery_box box) {
   auto& st = self->state;
   auto& d = *box;
   auto i = st.consumers.find(cid);
@@ -142,9 +140,9 @@ void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
   }
   auto ref = ref_of(d);
   auto lease_deadline_ms = d.lease_deadline_ms();
-  request_until<delivery_reply>(
-    self, i->second.first, delivery_msg{std::move(d)}, lease_deadline_ms,
-    [self, cid, ref](delivery_reply& reply) {
+  request_until<net::delivery_reply>(
+    self, i->second.first, net::delivery_msg{std::move(d)}, lease_deadline_ms,
+    [self, cid, ref](net::delivery_reply& reply) {
       auto& st = self->state;
       st.logic->answered(cid, ref, st.clock.now_ms(), st.fx);
       v1::DeliveryId id;
@@ -156,7 +154,7 @@ void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
           v1::AckRequest ack;
           *ack.mutable_id() = id;
           caf::anon_send(settle_target(self, ref.id),
-                         ack_request{std::move(ack)});
+                         net::ack_request{std::move(ack)});
           break;
         }
         case v1::DeliveryReply::VERDICT_NACK: {
@@ -165,7 +163,7 @@ void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
           if (reply.pb.has_retry_in_ms())
             nack.set_retry_in_ms(reply.pb.retry_in_ms());
           caf::anon_send(settle_target(self, ref.id),
-                         nack_request{std::move(nack)});
+                         net::nack_request{std::move(nack)});
           break;
         }
         default:
@@ -184,8 +182,8 @@ void send_one(notifier_actor* self, consumer_id cid, delivery_box box) {
 /// Sends a batch consumer several deliveries in one request, timed out at
 /// the earliest of their lease deadlines; its answer settles them all, and
 /// the acks and nacks go to each shard in one message.
-void send_batch(notifier_actor* self, consumer_id cid,
-                std::vector<delivery_box> items) {
+void send_batch(notifier_actor* self, logic::consumer_id cid,
+                std::vector<logic::delivery_box> items) {
   auto& st = self->state;
   auto i = st.consumers.find(cid);
   if (i == st.consumers.end()) {
@@ -193,7 +191,7 @@ void send_batch(notifier_actor* self, consumer_id cid,
       st.logic->failed(cid, ref_of(*d), false, st.clock.now_ms(), st.fx);
     return;
   }
-  std::vector<delivery_ref> refs;
+  std::vector<logic::delivery_ref> refs;
   refs.reserve(items.size());
   int64_t deadline_ms = std::numeric_limits<int64_t>::max();
   v1::DeliveryBatch batch;
@@ -204,9 +202,9 @@ void send_batch(notifier_actor* self, consumer_id cid,
     batch.mutable_deliveries()->AddAllocated(d.release());
   }
   auto handle = caf::actor_cast<caf::actor>(i->second.first);
-  request_until<delivery_batch_reply>(
-    self, handle, delivery_batch_msg{std::move(batch)}, deadline_ms,
-    [self, cid, refs](delivery_batch_reply& reply) {
+  request_until<net::delivery_batch_reply>(
+    self, handle, net::delivery_batch_msg{std::move(batch)}, deadline_ms,
+    [self, cid, refs](net::delivery_batch_reply& reply) {
       auto& st = self->state;
       auto now_ms = st.clock.now_ms();
       // By target shard (or the engine): the verdicts to settle.
@@ -253,14 +251,16 @@ void send_batch(notifier_actor* self, consumer_id cid,
 /// alone), so that a batch of big payloads stays a sane message.
 constexpr size_t max_batch_payload_bytes = size_t{1} << 20;
 
-/// Sends what the dispatcher chose: one message per delivery to a plain
+/// Sends what the notifier_logic chose: one message per delivery to a plain
 /// consumer; to a batch consumer, its deliveries of this round in batches
-/// of up to its `max_batch`, in the dispatcher's order.
-void send_all(notifier_actor* self,
-              std::vector<std::pair<consumer_id, delivery_box>> sends) {
+/// of up to its `max_batch`, in the notifier_logic's order.
+void send_all(
+  notifier_actor* self,
+  std::vector<std::pair<logic::consumer_id, logic::delivery_box>> sends) {
   auto& st = self->state;
-  std::unordered_map<consumer_id, std::vector<delivery_box>> pending;
-  std::vector<consumer_id> order;
+  std::unordered_map<logic::consumer_id, std::vector<logic::delivery_box>>
+    pending;
+  std::vector<logic::consumer_id> order;
   for (auto& [cid, d] : sends) {
     auto i = st.consumers.find(cid);
     if (i == st.consumers.end() || i->second.second <= 1) {
@@ -277,7 +277,7 @@ void send_all(notifier_actor* self,
   for (auto cid : order) {
     auto& items = pending[cid];
     size_t max_batch = st.consumers[cid].second;
-    std::vector<delivery_box> batch;
+    std::vector<logic::delivery_box> batch;
     batch.reserve(std::min(max_batch, items.size()));
     size_t bytes = 0;
     for (auto& d : items) {
@@ -299,7 +299,7 @@ void send_all(notifier_actor* self,
   }
 }
 
-/// Keeps one expiry check armed, at the dispatcher's next one. Armed after
+/// Keeps one expiry check armed, at the notifier_logic's next one. Armed after
 /// `deliver` (which may start a queue) and after each check (which re-arms
 /// for the new fronts); a front with a shorter lease than the one before
 /// it is caught by the next check, or when its turn comes.
@@ -321,16 +321,12 @@ void arm_release(notifier_actor* self) {
   // batches queued in the mailbox.
   if (delay_us <= 0)
     self->send<caf::message_priority::high>(self, release_atom::value, gen);
-  else if (st.release_timer)
-    st.release_timer(worker_timers::now_ns() + delay_us * 1000, self->ctrl(),
-                     caf::make_message(release_atom::value, gen),
-                     caf::message_priority::high);
   else
     self->delayed_send<caf::message_priority::high>(
       self, std::chrono::microseconds{delay_us}, release_atom::value, gen);
 }
 
-/// Hands the held deliveries that are due to the dispatcher.
+/// Hands the held deliveries that are due to the notifier_logic.
 void release_due(notifier_actor* self) {
   auto& st = self->state;
   auto now = st.clock.now_ms();
@@ -343,7 +339,7 @@ void release_due(notifier_actor* self) {
   arm_release(self);
 }
 
-/// Carries out what the dispatcher asked for.
+/// Carries out what the notifier_logic asked for.
 void act(notifier_actor* self) {
   auto& st = self->state;
   // Sending may add effects (an unknown consumer); loop until quiet.
@@ -363,14 +359,13 @@ void act(notifier_actor* self) {
 }
 
 caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
-                            uint32_t shard_count, dispatcher_options opts,
+                            uint32_t shard_count, logic::notifier_options opts,
                             std::function<int64_t()> wall_clock_ms) {
   auto& st = self->state;
   st.engine = std::move(engine);
   st.shards.resize(shard_count);
-  st.logic = std::make_unique<dispatcher>(opts);
-  st.clock = wall_clock{std::move(wall_clock_ms)};
-  st.release_timer = worker_timer_of(self->system());
+  st.logic = std::make_unique<logic::notifier_logic>(opts);
+  st.clock = logic::wall_clock{std::move(wall_clock_ms)};
   return {
     [self](deliver_batch& batch) {
       auto& st = self->state;
@@ -418,12 +413,12 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
     },
     [self](consumers_msg& msg) {
       auto& st = self->state;
-      std::vector<consumer_slot> slots;
+      std::vector<logic::consumer_slot> slots;
       slots.reserve(msg.consumers.size());
       for (auto& c : msg.consumers) {
         auto cid = c.handle.id();
         st.consumers[cid] = {c.handle, c.max_batch};
-        slots.push_back(consumer_slot{cid, c.max_in_flight});
+        slots.push_back(logic::consumer_slot{cid, c.max_in_flight});
       }
       st.logic->set_consumers(msg.topic, std::move(slots), st.clock.now_ms(),
                               st.fx);
@@ -447,7 +442,7 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
 } // namespace
 
 caf::actor spawn_notifier(caf::actor_system& sys, caf::actor engine,
-                          uint32_t shard_count, dispatcher_options opts,
+                          uint32_t shard_count, logic::notifier_options opts,
                           std::function<int64_t()> wall_clock_ms) {
   return sys.spawn(notifier_impl, std::move(engine), shard_count, opts,
                    std::move(wall_clock_ms));

@@ -11,11 +11,11 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/shard_logic.hpp"
-#include "actors/type_ids.hpp"
-#include "actors/wall_clock.hpp"
+#include "logic/shard_logic.hpp"
+#include "logic/wall_clock.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
 #include "storage/rocks_task_store.hpp"
 
 namespace dally::actors {
@@ -43,7 +43,7 @@ struct shard_state {
 
   shard_setup setup;
   std::unique_ptr<storage::rocks_task_store> store;
-  std::unique_ptr<shard_logic> logic;
+  std::unique_ptr<logic::shard_logic> logic;
   /// Replies held until the batch they depend on is durable.
   std::vector<std::function<void(const core::error&)>> held;
   /// Scratch of the settle handler: the ids of a batch of verdicts.
@@ -57,7 +57,7 @@ struct shard_state {
   /// The armed wake-up: its generation and wall-clock target.
   uint64_t wake_generation = 0;
   int64_t armed_ms = never_ms;
-  wall_clock clock;
+  logic::wall_clock clock;
 
   ~shard_state() {
     // The logic refers to the store: it goes first. The store closes its
@@ -71,7 +71,7 @@ using shard_actor = caf::stateful_actor<shard_state>;
 
 /// 1 with the planted bug fire_early (the shard's clock runs ahead).
 int64_t planted_ahead_ms(shard_actor* self) {
-  return self->state.setup.opts.plant == planted_bug::fire_early ? 1 : 0;
+  return self->state.setup.opts.plant == logic::planted_bug::fire_early ? 1 : 0;
 }
 
 int64_t wall_now(shard_actor* self) {
@@ -136,7 +136,7 @@ caf::result<Reply> answer(shard_actor* self, Reply value) {
   st.held.emplace_back(
     [rp, v = std::move(value)](const core::error& err) mutable {
       if (err)
-        rp.deliver(to_caf(err));
+        rp.deliver(net::to_caf(err));
       else
         rp.deliver(std::move(v));
     });
@@ -149,17 +149,18 @@ template<class Reply>
 caf::result<Reply> fail(shard_actor* self, const core::error& err) {
   auto& st = self->state;
   if (!must_hold(self))
-    return to_caf(err);
+    return net::to_caf(err);
   auto rp = self->make_response_promise<Reply>();
   st.held.emplace_back(
-    [rp, err](const core::error&) mutable { rp.deliver(to_caf(err)); });
+    [rp, err](const core::error&) mutable { rp.deliver(net::to_caf(err)); });
   schedule_flush(self);
   return rp;
 }
 
 /// Hands a commit's fires to the notifiers of their topics, which release
 /// each at its due time.
-void send_deliveries(shard_actor* self, std::vector<held_delivery>& items) {
+void send_deliveries(shard_actor* self,
+                     std::vector<logic::held_delivery>& items) {
   auto& notifiers = self->state.setup.notifiers;
   if (items.empty() || notifiers.empty())
     return;
@@ -208,7 +209,7 @@ bool restart_if_write_failed(shard_actor* self) {
   if (!err)
     return false;
   answer_held(self, err);
-  self->quit(to_caf(err));
+  self->quit(net::to_caf(err));
   return true;
 }
 
@@ -246,7 +247,7 @@ void flush(shard_actor* self) {
     // must not append to a WAL whose write failed (its writer keeps the
     // error). Restart from the store (the supervisor reopens it), so that
     // memory and disk agree again. Found by dally-sim.
-    self->quit(to_caf(res.err));
+    self->quit(net::to_caf(res.err));
     return;
   }
   send_deliveries(self, res.deliveries);
@@ -266,7 +267,7 @@ void wake(shard_actor* self) {
     // from the store instead, as a failed commit does; requests waiting
     // for the staged batch get the error.
     answer_held(self, err);
-    self->quit(to_caf(err));
+    self->quit(net::to_caf(err));
     return;
   }
   // Fired tasks go out after their commit: commit now rather than behind
@@ -278,66 +279,67 @@ void wake(shard_actor* self) {
   arm(self);
 }
 
-delivery_ref ref_of(const v1::DeliveryId& id) {
-  return delivery_ref{id.task_id(), id.occurrence(), id.attempt()};
+logic::delivery_ref ref_of(const v1::DeliveryId& id) {
+  return logic::delivery_ref{id.task_id(), id.occurrence(), id.attempt()};
 }
 
-v1::ChangeOutcome outcome_to_wire(change_outcome x) {
+v1::ChangeOutcome outcome_to_wire(logic::change_outcome x) {
   switch (x) {
-    case change_outcome::done:
+    case logic::change_outcome::done:
       return v1::CHANGE_OUTCOME_DONE;
-    case change_outcome::in_flight:
+    case logic::change_outcome::in_flight:
       return v1::CHANGE_OUTCOME_IN_FLIGHT;
-    case change_outcome::completed:
+    case logic::change_outcome::completed:
       return v1::CHANGE_OUTCOME_COMPLETED;
-    case change_outcome::not_found:
+    case logic::change_outcome::not_found:
       return v1::CHANGE_OUTCOME_NOT_FOUND;
   }
   return v1::CHANGE_OUTCOME_UNSPECIFIED;
 }
 
-change_reply change_answer(change_outcome x) {
+net::change_reply change_answer(logic::change_outcome x) {
   v1::ChangeReply pb;
   pb.set_outcome(outcome_to_wire(x));
-  return change_reply{std::move(pb)};
+  return net::change_reply{std::move(pb)};
 }
 
 /// Runs a change request and answers with its outcome after the commit.
-caf::result<change_reply> answer_change(shard_actor* self,
-                                        core::result<change_outcome> res) {
+caf::result<net::change_reply>
+answer_change(shard_actor* self, core::result<logic::change_outcome> res) {
   if (!res)
-    return fail<change_reply>(self, res.err());
+    return fail<net::change_reply>(self, res.err());
   auto reply = change_answer(*res);
   schedule_flush(self);
   return answer(self, std::move(reply));
 }
 
-caf::result<empty_reply> answer_settle(shard_actor* self, core::error err) {
+caf::result<net::empty_reply> answer_settle(shard_actor* self,
+                                            core::error err) {
   if (!awaited(self)) {
     // A consumer's verdict the notifier forwards as a plain message: as
     // with a batch's verdicts, nobody is told, so its commit need not be
     // fsync'd at once (`sync` durability); a refused one is dropped.
     if (!err)
       schedule_flush(self);
-    return empty_reply{};
+    return net::empty_reply{};
   }
   if (err)
-    return fail<empty_reply>(self, err);
+    return fail<net::empty_reply>(self, err);
   schedule_flush(self);
-  return answer(self, empty_reply{});
+  return answer(self, net::empty_reply{});
 }
 
 caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
-  st.clock = wall_clock{st.setup.wall_clock_ms};
+  st.clock = logic::wall_clock{st.setup.wall_clock_ms};
   auto opened = storage::rocks_task_store::open(st.setup.store);
   if (!opened) {
-    self->quit(to_caf(opened.err()));
+    self->quit(net::to_caf(opened.err()));
     return {};
   }
   st.store = std::move(*opened);
-  st.logic = std::make_unique<shard_logic>(*st.store, st.setup.opts);
+  st.logic = std::make_unique<logic::shard_logic>(*st.store, st.setup.opts);
   self->set_exit_handler([self](const caf::exit_msg& msg) {
     // Flush what is staged so that held replies get their answer; then go.
     auto& st = self->state;
@@ -381,33 +383,34 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       if (st.logic->sync_pending())
         arm_maintain(self);
     },
-    [self](schedule_request& req) -> caf::result<schedule_reply> {
+    [self](net::schedule_request& req) -> caf::result<net::schedule_reply> {
       auto& st = self->state;
       auto now = wall_now(self);
-      auto t = to_task(std::move(req.pb), now, st.setup.opts);
+      auto t = logic::to_task(std::move(req.pb), now, st.setup.opts);
       if (!t)
-        return fail<schedule_reply>(self, t.err());
+        return fail<net::schedule_reply>(self, t.err());
       auto res = st.logic->schedule(now, std::move(*t));
       if (!res)
-        return fail<schedule_reply>(self, res.err());
+        return fail<net::schedule_reply>(self, res.err());
       v1::ScheduleReply pb;
       pb.set_id(res->id);
       pb.set_due_ms(res->due_ms);
       pb.set_created(res->created);
       schedule_flush(self);
       arm(self);
-      return answer(self, schedule_reply{std::move(pb)});
+      return answer(self, net::schedule_reply{std::move(pb)});
     },
-    [self](schedule_batch_request& req) -> caf::result<schedule_batch_reply> {
+    [self](net::schedule_batch_request& req)
+      -> caf::result<net::schedule_batch_reply> {
       auto& st = self->state;
       auto now = wall_now(self);
       v1::ScheduleBatchReply pb;
       for (auto& item : *req.pb.mutable_tasks()) {
         auto* out = pb.add_results();
-        auto t = to_task(std::move(item), now, st.setup.opts);
-        core::result<scheduled_task> res =
+        auto t = logic::to_task(std::move(item), now, st.setup.opts);
+        core::result<logic::scheduled_task> res =
           t ? st.logic->schedule(now, std::move(*t))
-            : core::result<scheduled_task>{t.err()};
+            : core::result<logic::scheduled_task>{t.err()};
         if (res) {
           auto* ok = out->mutable_scheduled();
           ok->set_id(res->id);
@@ -421,20 +424,20 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       }
       schedule_flush(self);
       arm(self);
-      return answer(self, schedule_batch_reply{std::move(pb)});
+      return answer(self, net::schedule_batch_reply{std::move(pb)});
     },
-    [self](revoke_request& req) -> caf::result<change_reply> {
+    [self](net::revoke_request& req) -> caf::result<net::change_reply> {
       auto res = self->state.logic->revoke(wall_now(self), req.pb.id());
       return answer_change(self, std::move(res));
     },
-    [self](reschedule_request& req) -> caf::result<change_reply> {
+    [self](net::reschedule_request& req) -> caf::result<net::change_reply> {
       auto res = self->state.logic->reschedule(wall_now(self), req.pb.id(),
                                                req.pb.due_ms());
       auto reply = answer_change(self, std::move(res));
       arm(self);
       return reply;
     },
-    [self](kick_request& req) -> caf::result<change_reply> {
+    [self](net::kick_request& req) -> caf::result<net::change_reply> {
       std::optional<int64_t> due;
       if (req.pb.has_due_ms())
         due = req.pb.due_ms();
@@ -444,26 +447,26 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
         arm(self);
       return reply;
     },
-    [self](get_request& req) -> caf::result<get_reply> {
+    [self](net::get_request& req) -> caf::result<net::get_reply> {
       auto res = self->state.logic->get(req.pb.id());
       if (!res) {
-        auto reply = fail<get_reply>(self, res.err());
+        auto reply = fail<net::get_reply>(self, res.err());
         restart_if_write_failed(self);
         return reply;
       }
       v1::GetReply pb;
-      *pb.mutable_task() = to_wire(res->record);
+      *pb.mutable_task() = logic::to_wire(res->record);
       pb.set_dead(res->dead);
       pb.set_dead_reason(res->dead_reason);
-      return answer(self, get_reply{std::move(pb)});
+      return answer(self, net::get_reply{std::move(pb)});
     },
-    [self](ack_request& req) -> caf::result<empty_reply> {
+    [self](net::ack_request& req) -> caf::result<net::empty_reply> {
       auto err = self->state.logic->ack(wall_now(self), ref_of(req.pb.id()));
       auto reply = answer_settle(self, std::move(err));
       arm(self);
       return reply;
     },
-    [self](nack_request& req) -> caf::result<empty_reply> {
+    [self](net::nack_request& req) -> caf::result<net::empty_reply> {
       std::optional<int64_t> retry;
       if (req.pb.has_retry_in_ms())
         retry = req.pb.retry_in_ms();
@@ -493,14 +496,15 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
         schedule_flush(self);
       arm(self);
     },
-    [self](touch_request& req) -> caf::result<empty_reply> {
+    [self](net::touch_request& req) -> caf::result<net::empty_reply> {
       auto res = self->state.logic->touch(wall_now(self), ref_of(req.pb.id()),
                                           req.pb.extend_ms());
       auto reply = answer_settle(self, res ? core::error{} : res.err());
       arm(self);
       return reply;
     },
-    [self](dead_letters_request& req) -> caf::result<dead_letters_reply> {
+    [self](
+      net::dead_letters_request& req) -> caf::result<net::dead_letters_reply> {
       auto& st = self->state;
       size_t limit =
         req.pb.limit() == 0 ? st.setup.opts.dead_letter_page : req.pb.limit();
@@ -508,19 +512,19 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
       // Listing quarantines the damaged records it meets, and carries on
       // if that write fails: answer, then restart if the store needs it.
       if (!res) {
-        auto reply = fail<dead_letters_reply>(self, res.err());
+        auto reply = fail<net::dead_letters_reply>(self, res.err());
         restart_if_write_failed(self);
         return reply;
       }
       v1::DeadLettersReply pb;
       for (auto& dead : res->dead) {
         auto* out = pb.add_dead();
-        *out->mutable_task() = to_wire(dead.record);
+        *out->mutable_task() = logic::to_wire(dead.record);
         out->set_dead_ms(dead.dead_ms);
         out->set_reason(dead.reason);
       }
       pb.set_next_after_id(res->next_after);
-      auto reply = answer(self, dead_letters_reply{std::move(pb)});
+      auto reply = answer(self, net::dead_letters_reply{std::move(pb)});
       restart_if_write_failed(self);
       return reply;
     },

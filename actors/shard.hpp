@@ -8,7 +8,7 @@
 #include <caf/behavior.hpp>
 #include <caf/fwd.hpp>
 
-#include "actors/engine_config.hpp"
+#include "logic/engine_config.hpp"
 #include "storage/store_options.hpp"
 
 namespace dally::actors {
@@ -17,7 +17,7 @@ namespace dally::actors {
 struct shard_setup {
   uint32_t index = 0;
   storage::store_options store;
-  shard_options opts;
+  logic::shard_options opts;
   /// Told (shard_up_msg) once the store is open and the shard serves.
   caf::actor engine;
   caf::actor supervisor;

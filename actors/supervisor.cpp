@@ -9,9 +9,9 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/type_ids.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
 
 namespace dally::actors {
 
@@ -91,7 +91,7 @@ caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
     auto index = static_cast<uint32_t>(i - st.shards.begin());
     auto& s = *i;
     s.handle = nullptr;
-    auto reason = describe(msg.reason);
+    auto reason = net::describe(msg.reason);
     self->send(st.engine, shard_down_msg{index, msg.reason});
     if (!s.started_once) {
       // It never opened its store: restarting will not help.

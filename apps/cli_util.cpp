@@ -381,4 +381,10 @@ join_option_values(const std::vector<std::string>& args,
   return out;
 }
 
+int64_t wall_now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(system_clock::now().time_since_epoch())
+    .count();
+}
+
 } // namespace dally::apps

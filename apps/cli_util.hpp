@@ -19,6 +19,9 @@ namespace dally::apps {
 /// overflow.
 std::optional<int64_t> parse_duration_ms(std::string_view text);
 
+/// The system's wall clock as UTC ms, as a node reads it for due times.
+int64_t wall_now_ms();
+
 /// Parses an instant: UTC milliseconds since the Unix epoch
 /// ("1795341600000") or ISO 8601 with a zone designator
 /// ("2026-11-22T10:00:00Z", "2026-11-22T10:00:00.250Z",

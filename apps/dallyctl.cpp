@@ -1,5 +1,5 @@
 // dallyctl: Dally's command-line client. Connects to a dallyd with
-// actors::connect_engine and sends one request (or, for `consume`,
+// net::connect_engine and sends one request (or, for `consume`,
 // subscribes a local consumer actor and prints what it receives).
 //
 // Exit codes (also in --help and docs/operations.md):
@@ -35,16 +35,16 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/client_guard.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
 #include "apps/cli_util.hpp"
 #include "core/delivery_policy.hpp"
 #include "core/time_range.hpp"
+#include "logic/engine_config.hpp"
+#include "net/client_guard.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/setup.hpp"
 
 namespace dally::apps {
 
@@ -132,7 +132,7 @@ struct global_options {
   uint16_t port = default_port;
   bool json = false;
   int64_t timeout_ms = 10'000;
-  uint64_t max_message_bytes = actors::connect_options{}.max_message_bytes;
+  uint64_t max_message_bytes = net::connect_options{}.max_message_bytes;
 };
 
 /// What one command accepts besides the global options.
@@ -323,9 +323,9 @@ command_line parse_command_line(int argc, char** argv) {
   if (auto m = out.value("max-message-bytes")) {
     out.global.max_message_bytes =
       uint_arg("--max-message-bytes", *m, UINT32_MAX);
-    if (out.global.max_message_bytes <= actors::client_framing_bytes)
+    if (out.global.max_message_bytes <= net::client_framing_bytes)
       throw usage_error{"--max-message-bytes must be above " +
-                        std::to_string(actors::client_framing_bytes)};
+                        std::to_string(net::client_framing_bytes)};
   }
   out.global.json = out.flags.count("json") > 0;
   return out;
@@ -342,7 +342,7 @@ void print_line(const std::string& text) {
 /// Prints a failed request as "error: <errc>: <message>"; returns the exit
 /// code (4 for not_found, else 1).
 int report(const caf::error& err) {
-  auto e = actors::from_caf(err);
+  auto e = net::from_caf(err);
   std::cerr << "error: " << core::to_string(e.code()) << ": " << e.message()
             << std::endl;
   return e.code() == core::errc::not_found ? exit_not_found : exit_failed;
@@ -692,7 +692,7 @@ v1::ScheduleRequest schedule_request_of(const command_line& cl) {
 int cmd_schedule(client& c, const command_line& cl) {
   auto req = schedule_request_of(cl);
   auto [reply, err] =
-    c.ask<actors::schedule_reply>(actors::make_wire(std::move(req)));
+    c.ask<net::schedule_reply>(net::make_wire(std::move(req)));
   if (!reply)
     return report(err);
   const auto& r = reply->pb;
@@ -725,8 +725,7 @@ std::optional<int64_t> when_arg(const command_line& cl, bool required) {
   if (auto t = cl.value("at"))
     return time_arg("at", *t);
   if (auto d = cl.value("in")) {
-    auto due =
-      core::checked_add(actors::system_wall_clock_ms(), duration_arg("in", *d));
+    auto due = core::checked_add(wall_now_ms(), duration_arg("in", *d));
     if (!due)
       throw usage_error{"--in is too large"};
     return *due;
@@ -740,7 +739,7 @@ std::optional<int64_t> when_arg(const command_line& cl, bool required) {
 int cmd_revoke(client& c, const command_line& cl) {
   v1::RevokeRequest req;
   req.set_id(id_arg(cl));
-  auto [reply, err] = c.ask<actors::change_reply>(actors::make_wire(req));
+  auto [reply, err] = c.ask<net::change_reply>(net::make_wire(req));
   if (!reply)
     return report(err);
   return print_outcome(c, req.id(), reply->pb.outcome());
@@ -750,7 +749,7 @@ int cmd_reschedule(client& c, const command_line& cl) {
   v1::RescheduleRequest req;
   req.set_id(id_arg(cl));
   req.set_due_ms(*when_arg(cl, true));
-  auto [reply, err] = c.ask<actors::change_reply>(actors::make_wire(req));
+  auto [reply, err] = c.ask<net::change_reply>(net::make_wire(req));
   if (!reply)
     return report(err);
   return print_outcome(c, req.id(), reply->pb.outcome());
@@ -761,7 +760,7 @@ int cmd_kick(client& c, const command_line& cl) {
   req.set_id(id_arg(cl));
   if (auto due = when_arg(cl, false))
     req.set_due_ms(*due);
-  auto [reply, err] = c.ask<actors::change_reply>(actors::make_wire(req));
+  auto [reply, err] = c.ask<net::change_reply>(net::make_wire(req));
   if (!reply)
     return report(err);
   return print_outcome(c, req.id(), reply->pb.outcome());
@@ -770,7 +769,7 @@ int cmd_kick(client& c, const command_line& cl) {
 int cmd_get(client& c, const command_line& cl) {
   v1::GetRequest req;
   req.set_id(id_arg(cl));
-  auto [reply, err] = c.ask<actors::get_reply>(actors::make_wire(req));
+  auto [reply, err] = c.ask<net::get_reply>(net::make_wire(req));
   if (!reply)
     return report(err);
   print_task(c.global(), reply->pb);
@@ -778,7 +777,7 @@ int cmd_get(client& c, const command_line& cl) {
 }
 
 int cmd_stats(client& c, const command_line&) {
-  auto [reply, err] = c.ask<actors::stats_reply>(actors::stats_request{});
+  auto [reply, err] = c.ask<net::stats_reply>(net::stats_request{});
   if (!reply)
     return report(err);
   const auto& s = reply->pb;
@@ -841,7 +840,7 @@ int cmd_dead_letters(client& c, const command_line& cl) {
     req.set_after_id(uint_arg("--after", *v));
   if (auto v = cl.value("limit"))
     req.set_limit(static_cast<uint32_t>(uint_arg("--limit", *v, UINT32_MAX)));
-  auto [reply, err] = c.ask<actors::dead_letters_reply>(actors::make_wire(req));
+  auto [reply, err] = c.ask<net::dead_letters_reply>(net::make_wire(req));
   if (!reply)
     return report(err);
   const auto& page = reply->pb;
@@ -910,8 +909,8 @@ struct consumer_state {
   /// the node hands them to another consumer at once.
   bool full = false;
   struct held {
-    caf::typed_response_promise<actors::delivery_reply> rp;
-    actors::delivery_reply reply;
+    caf::typed_response_promise<net::delivery_reply> rp;
+    net::delivery_reply reply;
     bool last = false;
   };
   std::map<uint64_t, held> holding;
@@ -950,17 +949,17 @@ consumer_fun(local_consumer::stateful_pointer<consumer_state> self,
   self->state.opts = std::move(opts);
   self->state.signals = std::move(signals);
   return {
-    [self](actors::delivery_msg& msg) -> caf::result<actors::delivery_reply> {
+    [self](net::delivery_msg& msg) -> caf::result<net::delivery_reply> {
       auto& st = self->state;
       if (st.full)
-        return actors::make_caf_error(core::errc::unavailable,
-                                      "dallyctl consume is stopping");
-      auto now = actors::system_wall_clock_ms();
+        return net::make_caf_error(core::errc::unavailable,
+                                   "dallyctl consume is stopping");
+      auto now = wall_now_ms();
       ++st.received;
       bool nack =
         st.opts.fail_every > 0 && st.received % st.opts.fail_every == 0;
       print_line(delivery_line(st.opts, msg.pb, now, nack));
-      actors::delivery_reply reply;
+      net::delivery_reply reply;
       if (nack) {
         reply.pb.set_verdict(v1::DeliveryReply::VERDICT_NACK);
         if (st.opts.retry_in_ms)
@@ -971,7 +970,7 @@ consumer_fun(local_consumer::stateful_pointer<consumer_state> self,
       bool last = st.opts.max > 0 && st.received >= st.opts.max;
       if (last)
         st.full = true;
-      auto rp = self->make_response_promise<actors::delivery_reply>();
+      auto rp = self->make_response_promise<net::delivery_reply>();
       if (st.opts.delay_ms > 0) {
         auto key = st.next_hold++;
         st.holding.emplace(key,
@@ -1029,7 +1028,7 @@ int cmd_consume(client& c, const command_line& cl) {
   sub.set_topic(opts.topic);
   sub.set_max_in_flight(opts.max_in_flight);
   auto [subscribed, err] =
-    c.ask<actors::empty_reply>(actors::make_wire(std::move(sub)), handle);
+    c.ask<net::empty_reply>(net::make_wire(std::move(sub)), handle);
   int rc = exit_ok;
   if (!subscribed) {
     rc = report(err);
@@ -1052,12 +1051,12 @@ int cmd_consume(client& c, const command_line& cl) {
       v1::UnsubscribeRequest unsub;
       unsub.set_topic(opts.topic);
       auto [unsubscribed, uerr] =
-        c.ask<actors::empty_reply>(actors::make_wire(std::move(unsub)), handle);
+        c.ask<net::empty_reply>(net::make_wire(std::move(unsub)), handle);
       // The deliveries are settled either way; a failed unsubscribe only
       // means the node notices the consumer's end when the connection
       // closes.
       if (!unsubscribed && !signals->lost)
-        std::cerr << "dallyctl: unsubscribe failed: " << actors::describe(uerr)
+        std::cerr << "dallyctl: unsubscribe failed: " << net::describe(uerr)
                   << std::endl;
     }
   }
@@ -1074,7 +1073,7 @@ int cmd_consume(client& c, const command_line& cl) {
                   caf::after(std::chrono::seconds{5}) >> [] {});
   }
   if (!signals->lost)
-    static_cast<void>(c.ask<actors::stats_reply>(actors::stats_request{}));
+    static_cast<void>(c.ask<net::stats_reply>(net::stats_request{}));
   return rc;
 }
 
@@ -1157,13 +1156,7 @@ int run(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   caf::actor_system_config cfg;
-  actors::add_message_types(cfg);
-  actors::enable_network(cfg);
-  actors::rest_idle_workers(cfg);
-  actors::prompt_outside_jobs(cfg);
-  // `consume` prints each delivery's lateness on arrival: its threads get
-  // the short CPU slice dallyd's have.
-  actors::shorten_cpu_slices(cfg, actors::default_cpu_slice);
+  runtime::configure(cfg, runtime::role::client);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;
@@ -1173,10 +1166,10 @@ int run(int argc, char** argv) {
   auto connecting =
     std::make_shared<std::promise<caf::expected<engine_actor>>>();
   auto result = connecting->get_future();
-  actors::connect_options copts;
+  net::connect_options copts;
   copts.max_message_bytes = g.max_message_bytes;
   std::thread{[&sys, connecting, host = g.host, port = g.port, copts] {
-    connecting->set_value(actors::connect_engine(sys, host, port, copts));
+    connecting->set_value(net::connect_engine(sys, host, port, copts));
   }}.detach();
   auto where = g.host + ":" + std::to_string(g.port);
   if (result.wait_for(std::chrono::milliseconds{g.timeout_ms}) !=
@@ -1189,7 +1182,7 @@ int run(int argc, char** argv) {
   auto engine = result.get();
   if (!engine) {
     std::cerr << "error: cannot connect to " << where << ": "
-              << actors::describe(engine.error()) << std::endl;
+              << net::describe(engine.error()) << std::endl;
     return exit_connect;
   }
   client c{sys, std::move(*engine), g};

@@ -1,6 +1,6 @@
 // dallyd: one Dally node. Opens the shards' stores under --data-dir, starts
 // the engine and publishes it to remote CAF clients (dallyctl, other
-// programs using actors::connect_engine) on --address:--port.
+// programs using net::connect_engine) on --address:--port.
 //
 // Output: stdout carries exactly one line, "dallyd listening on ADDR:PORT",
 // once the node serves requests (scripts and tests parse it); everything
@@ -35,15 +35,15 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/embedded_engine.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
 #include "apps/cli_util.hpp"
-#include "core/heap_purger.hpp"
-#include "core/retained_heap.hpp"
 #include "core/time_range.hpp"
+#include "logic/engine_config.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/heap_purger.hpp"
+#include "runtime/retained_heap.hpp"
+#include "runtime/setup.hpp"
 
 namespace dally::apps {
 
@@ -89,7 +89,6 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
-  size_t cpu_slice_us = actors::default_cpu_slice.count();
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -168,11 +167,7 @@ public:
            "(default 1024)")
       .add(idle_eviction_ms, "idle-eviction-ms",
            "how long a connection must be silent before a new one may take "
-           "its place at --max-connections (default 10000)")
-      .add(cpu_slice_us, "cpu-slice-us",
-           "CPU slice the kernel gives CAF's threads, so that a due timer "
-           "preempts sooner (Linux 6.12 and later); 0: the kernel's default "
-           "(default 100, at most 100000)");
+           "its place at --max-connections (default 10000)");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -182,7 +177,7 @@ public:
 
 /// UTC wall-clock time for log lines, e.g. 2026-11-22T10:00:00.123Z.
 std::string log_stamp() {
-  return core::format_time(actors::system_wall_clock_ms());
+  return core::format_time(wall_now_ms());
 }
 
 /// Writes one log line to stderr with a single write, so lines from the
@@ -282,7 +277,7 @@ valued_option_names(const caf::config_option_set& opts) {
 /// Checks the values and turns them into an engine config; an error text
 /// on a bad value.
 std::optional<std::string> to_engine_config(const dallyd_config& cfg,
-                                            actors::engine_config& out) {
+                                            logic::engine_config& out) {
   if (cfg.data_dir.empty())
     return "--data-dir must not be empty";
   out.data_dir = cfg.data_dir;
@@ -375,10 +370,6 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
-  // The kernel clamps a requested slice to [100 µs, 100 ms].
-  if (cfg.cpu_slice_us != 0 &&
-      (cfg.cpu_slice_us < 100 || cfg.cpu_slice_us > 100'000))
-    return "--cpu-slice-us must be 0 or in [100, 100000]";
   return std::nullopt;
 }
 
@@ -399,21 +390,21 @@ std::string summary(const dallyd_config& cfg) {
 void log_recovery(caf::actor_system& sys, const engine_actor& engine) {
   caf::scoped_actor self{sys};
   auto timeout = std::chrono::seconds{10};
-  self->request(engine, timeout, actors::stats_request{})
+  self->request(engine, timeout, net::stats_request{})
     .receive(
-      [&](actors::stats_reply& stats) {
+      [&](net::stats_reply& stats) {
         log_line("recovered: " + std::to_string(stats.pb.in_window()) +
                  " tasks in the in-memory window across " +
                  std::to_string(stats.pb.shards()) + " shards");
       },
       [&](caf::error& err) {
-        log_line("stats after start failed: " + actors::describe(err));
+        log_line("stats after start failed: " + net::describe(err));
       });
   v1::DeadLettersRequest req;
   req.set_limit(1000);
-  self->request(engine, timeout, actors::make_wire(std::move(req)))
+  self->request(engine, timeout, net::make_wire(std::move(req)))
     .receive(
-      [&](actors::dead_letters_reply& page) {
+      [&](net::dead_letters_reply& page) {
         auto n = page.pb.dead_size();
         if (n == 0)
           return;
@@ -421,16 +412,16 @@ void log_recovery(caf::actor_system& sys, const engine_actor& engine) {
                  " dead letters (dallyctl dead-letters lists them)");
       },
       [&](caf::error& err) {
-        log_line("dead-letter scan failed: " + actors::describe(err));
+        log_line("dead-letter scan failed: " + net::describe(err));
       });
 }
 
 /// Logs what the node did since it started, before it stops.
 void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
   caf::scoped_actor self{sys};
-  self->request(engine, std::chrono::seconds{5}, actors::stats_request{})
+  self->request(engine, std::chrono::seconds{5}, net::stats_request{})
     .receive(
-      [&](actors::stats_reply& s) {
+      [&](net::stats_reply& s) {
         log_line("since start: scheduled=" + std::to_string(s.pb.scheduled()) +
                  " fired=" + std::to_string(s.pb.fired()) +
                  " acked=" + std::to_string(s.pb.acked()) +
@@ -444,19 +435,15 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
 
 /// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
 /// actor done, every connection closed) when it returns.
-int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
+int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
           const sigset_t& stop_signals) {
-  std::shared_ptr<const std::atomic<size_t>> shortened;
-  if (cfg.cpu_slice_us > 0)
-    shortened = actors::shorten_cpu_slices(
-      cfg, std::chrono::microseconds{cfg.cpu_slice_us});
   caf::actor_system sys{cfg};
-  log_line("scheduler: " + actors::describe_scheduler(sys));
+  log_line("scheduler: " + runtime::describe_scheduler(sys));
   auto t0 = std::chrono::steady_clock::now();
   auto engine = actors::embedded_engine::start(sys, ecfg);
   if (!engine) {
     std::cerr << "dallyd: cannot start the engine on " << cfg.data_dir << ": "
-              << actors::describe(engine.error()) << "\n";
+              << net::describe(engine.error()) << "\n";
     return exit_start_failed;
   }
   auto start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -464,16 +451,7 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
                     .count();
   log_line("engine started in " + std::to_string(start_ms) + " ms");
   log_recovery(sys, engine->handle());
-  if (shortened) {
-    // The workers have run their start hooks (the engine answered), and
-    // the clock and network threads started with them.
-    auto n = shortened->load();
-    log_line(n > 0 ? "CPU slice: " + std::to_string(cfg.cpu_slice_us) +
-                       " us for " + std::to_string(n) + " CAF threads"
-                   : std::string{"CPU slice: the kernel's default (no slice "
-                                 "per thread before Linux 6.12)"});
-  }
-  actors::publish_options popts;
+  net::publish_options popts;
   popts.max_message_bytes = cfg.max_message_bytes;
   popts.on_refused = [](const std::string& peer, uint64_t claimed_bytes) {
     log_line("dropped the connection from " + peer +
@@ -491,11 +469,11 @@ int serve(dallyd_config& cfg, const actors::engine_config& ecfg,
                             ": --max-connections are open and none is idle";
     limiter->log(line);
   };
-  auto port = actors::publish_engine(sys, engine->handle(), cfg.address,
-                                     cfg.port, std::move(popts));
+  auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
+                                  std::move(popts));
   if (!port) {
     std::cerr << "dallyd: cannot listen on " << cfg.address << ":" << cfg.port
-              << ": " << actors::describe(port.error()) << "\n";
+              << ": " << net::describe(port.error()) << "\n";
     engine->stop();
     return exit_start_failed;
   }
@@ -533,10 +511,7 @@ int run(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   dallyd_config cfg;
-  actors::add_message_types(cfg);
-  actors::enable_network(cfg);
-  actors::rest_idle_workers(cfg);
-  actors::prompt_outside_jobs(cfg);
+  runtime::configure(cfg, runtime::role::node);
   std::vector<std::string> args{argv + 1, argv + argc};
   for (const auto& arg : args) {
     if (arg == "-h" || arg == "--help" || arg == "-?") {
@@ -556,18 +531,18 @@ int run(int argc, char** argv) {
               << "'\ntry 'dallyd --help'\n";
     return exit_usage;
   }
-  actors::engine_config ecfg;
+  logic::engine_config ecfg;
   if (auto msg = to_engine_config(cfg, ecfg)) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
     return exit_usage;
   }
   log_line("starting: " + summary(cfg));
-  log_line("heap: " + core::heap_description());
+  log_line("heap: " + runtime::heap_description());
   // Under load freed pages stay for reuse (jemalloc_conf.cpp's decay);
   // once the node goes idle they go back to the OS at once.
-  std::optional<core::heap_purger> purger;
-  if (core::heap_purger::available()) {
-    purger.emplace(core::heap_purger::options{});
+  std::optional<runtime::heap_purger> purger;
+  if (runtime::heap_purger::available()) {
+    purger.emplace(runtime::heap_purger::options{});
     log_line("heap: freed pages go back to the OS within 250 ms of the "
              "process going idle (under 5% of a core)");
   }
@@ -584,6 +559,6 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // Before any allocation of note: a long-running node should give back
   // the memory of a burst (see limit_retained_heap).
-  dally::core::limit_retained_heap();
+  dally::runtime::limit_retained_heap();
   return dally::apps::run(argc, argv);
 }

@@ -22,12 +22,6 @@
 //   --only throughput,lateness,rss   sections to run (default: all)
 //   --runs N          throughput runs per cell, lateness periods (3)
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
-//   --caf-busy-polling: CAF's own idle polling (500 sleeps of 50 µs before
-//     a worker blocks) instead of actors::rest_idle_workers, as dallyd
-//   --caf-stock-stealing: CAF's work stealing instead of
-//     actors::prompt_outside_jobs, as dallyd
-//   --cpu-slice-us US: CAF's threads' CPU slice (actors::shorten_cpu_slices;
-//     100, as dallyd; 0: the kernel's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
 //   --task-memtable btree|skiplist: the tasks' memtable (btree, as dallyd)
 //   --fire-lead-ms MS (shard_options::fire_lead_ms; -1: the default, 32)
@@ -95,18 +89,18 @@
 #include <rocksdb/write_batch.h>
 
 #include "actors/embedded_engine.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
 #include "bench/engine_drivers.hpp"
 #include "bench/host_steal.hpp"
 #include "bench/store_tools.hpp"
 #include "bench/timer_probe.hpp"
-#include "core/heap_purger.hpp"
-#include "core/retained_heap.hpp"
+#include "logic/engine_config.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/heap_purger.hpp"
+#include "runtime/retained_heap.hpp"
+#include "runtime/setup.hpp"
 #include "storage/record_codec.hpp"
 #include "storage/rocks_task_store.hpp"
 #include "storage/store_options.hpp"
@@ -143,14 +137,6 @@ struct settings {
   /// CAF scheduler.max-throughput (messages per actor per turn); 0: CAF's
   /// default (unbounded).
   uint32_t caf_max_throughput = 0;
-  /// CAF's default idle polling instead of actors::rest_idle_workers.
-  bool caf_busy_polling = false;
-  /// CAF's work stealing instead of actors::prompt_outside_jobs.
-  bool caf_stock_stealing = false;
-  /// CPU slice of CAF's threads (actors::shorten_cpu_slices), as dallyd's
-  /// --cpu-slice-us; 0: the kernel's default.
-  uint32_t cpu_slice_us =
-    static_cast<uint32_t>(actors::default_cpu_slice.count());
   /// --task-memtable: storage::store_options::btree_task_memtable.
   bool btree_task_memtable = true;
   // Throughput.
@@ -323,30 +309,16 @@ std::string child_args(const settings& s) {
       << " --rss-write-buffer " << s.rss_write_buffer_bytes
       << " --write-buffer " << s.write_buffer_bytes << " --fire-lead-ms "
       << s.fire_lead_ms << " --caf-threads " << s.caf_threads;
-  if (s.caf_busy_polling)
-    out << " --caf-busy-polling";
-  if (s.caf_stock_stealing)
-    out << " --caf-stock-stealing";
-  out << " --cpu-slice-us " << s.cpu_slice_us << " --task-memtable "
-      << (s.btree_task_memtable ? "btree" : "skiplist");
+  out << " --task-memtable " << (s.btree_task_memtable ? "btree" : "skiplist");
   return out.str();
 }
 
-/// An actor_system config with Dally's types, optionally the network,
-/// resting idle workers, the prompt scheduler and short CPU slices (as
-/// dallyd) and --caf-threads.
+/// An actor_system config as dallyd's (or a client's, with the network),
+/// with --caf-threads and --caf-max-throughput.
 struct caf_config : caf::actor_system_config {
   caf_config(const settings& s, bool network) {
-    actors::add_message_types(*this);
-    if (network)
-      actors::enable_network(*this);
-    if (!s.caf_busy_polling)
-      actors::rest_idle_workers(*this);
-    if (!s.caf_stock_stealing)
-      actors::prompt_outside_jobs(*this);
-    if (s.cpu_slice_us > 0)
-      actors::shorten_cpu_slices(*this,
-                                 std::chrono::microseconds{s.cpu_slice_us});
+    runtime::configure(*this, network ? runtime::role::client
+                                      : runtime::role::embedded);
     if (s.caf_threads > 0)
       set("scheduler.max-threads", static_cast<size_t>(s.caf_threads));
     if (s.caf_max_throughput > 0)
@@ -355,9 +327,9 @@ struct caf_config : caf::actor_system_config {
   }
 };
 
-actors::engine_config engine_cfg(const settings& s, const std::string& dir,
-                                 storage::durability level) {
-  actors::engine_config cfg;
+logic::engine_config engine_cfg(const settings& s, const std::string& dir,
+                                storage::durability level) {
+  logic::engine_config cfg;
   cfg.data_dir = dir;
   cfg.shard_count = s.shards;
   cfg.notifiers = s.notifiers;
@@ -377,10 +349,10 @@ actors::engine_config engine_cfg(const settings& s, const std::string& dir,
 /// and that survives an engine which does not quit after its shards.
 class bench_engine {
 public:
-  bench_engine(caf::actor_system& sys, actors::engine_config cfg) : sys_(&sys) {
+  bench_engine(caf::actor_system& sys, logic::engine_config cfg) : sys_(&sys) {
     auto started = actors::embedded_engine::start(sys, std::move(cfg));
     if (!started)
-      die("cannot start the engine: " + actors::describe(started.error()));
+      die("cannot start the engine: " + net::describe(started.error()));
     engine_.emplace(std::move(*started));
     handle_ = engine_->handle();
   }
@@ -456,7 +428,7 @@ v1::StatsReply stats_or_die(caf::scoped_actor& self,
                             const engine_actor& engine) {
   auto st = bench::engine_stats(self, engine);
   if (!st)
-    die("stats failed: " + actors::describe(st.error()));
+    die("stats failed: " + net::describe(st.error()));
   return std::move(*st);
 }
 
@@ -480,7 +452,7 @@ spawn_consumers(caf::actor_system& sys, caf::scoped_actor& self,
       out.push_back(caf::actor_cast<caf::actor>(handle));
     }
     if (err)
-      die("subscribe failed: " + actors::describe(err));
+      die("subscribe failed: " + net::describe(err));
   }
   // The topic's availability travels notifier -> engine -> shards; tasks
   // fired before it arrives would be parked and come back, which is a
@@ -638,9 +610,9 @@ void print_child_result(const throughput_result& r) {
 int run_remote_child(const settings& s) {
   caf_config cfg{s, true};
   caf::actor_system sys{cfg};
-  auto engine = actors::connect_engine(sys, "127.0.0.1", s.port);
+  auto engine = net::connect_engine(sys, "127.0.0.1", s.port);
   if (!engine)
-    die("cannot connect: " + actors::describe(engine.error()));
+    die("cannot connect: " + net::describe(engine.error()));
   auto res = drive_throughput(sys, *engine, s);
   print_child_result(res);
   return 0;
@@ -652,9 +624,9 @@ throughput_result run_remote(const settings& s, storage::durability level,
   caf_config cfg{s, true};
   caf::actor_system sys{cfg};
   bench_engine engine(sys, engine_cfg(s, dir.str(), level));
-  auto port = actors::publish_engine(sys, engine.handle(), "127.0.0.1", 0);
+  auto port = net::publish_engine(sys, engine.handle(), "127.0.0.1", 0);
   if (!port)
-    die("publish failed: " + actors::describe(port.error()));
+    die("publish failed: " + net::describe(port.error()));
   auto cpu_start = cpu_s();
   auto fields = run_child("'" + self_exe() + "' --child remote --port " +
                           std::to_string(*port) + child_args(s));
@@ -683,7 +655,7 @@ throughput_result run_remote(const settings& s, storage::durability level,
 /// record, delete due key); WriteOptions.sync as the engine's durability.
 double plain_lifecycle_rate(const std::string& path, bool sync, uint64_t tasks,
                             uint32_t batch, size_t value_bytes) {
-  actors::engine_config defaults;
+  logic::engine_config defaults;
   rocksdb::DBOptions db_opts;
   db_opts.create_if_missing = true;
   db_opts.create_missing_column_families = true;
@@ -879,15 +851,14 @@ throughput_summary throughput_section(const settings& s,
      << s.consumers << " consumers acking at once (max_in_flight "
      << (s.max_in_flight > 0
            ? std::to_string(s.max_in_flight)
-           : std::to_string(
-               actors::engine_config{}.max_in_flight_per_consumer) +
+           : std::to_string(logic::engine_config{}.max_in_flight_per_consumer) +
                ", the default")
      << ", "
      << (s.max_batch == 1
            ? std::string{"one delivery per message"}
            : "batch consumers, max_batch " +
                (s.max_batch == 0
-                  ? std::to_string(actors::engine_config{}.default_max_batch) +
+                  ? std::to_string(logic::engine_config{}.default_max_batch) +
                       ", the default"
                   : std::to_string(s.max_batch)))
      << "), " << s.shards << " shards, " << s.notifiers
@@ -992,7 +963,7 @@ fill_far_direct(const settings& s, const std::string& data_dir, uint64_t n,
   std::vector<core::task_id> probe(s.shards, 0);
   std::atomic<bool> failed{false};
   auto fill_shard = [&](uint32_t shard) {
-    actors::engine_config defaults;
+    logic::engine_config defaults;
     storage::store_options opts;
     opts.path =
       (std::filesystem::path{data_dir} / ("shard-" + std::to_string(shard)))
@@ -1105,8 +1076,8 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
     bool found = false;
     self
       ->request(engine.handle(), std::chrono::seconds{30},
-                actors::get_request{std::move(get)})
-      .receive([&](actors::get_reply& r) { found = r.pb.task().id() == id; },
+                net::get_request{std::move(get)})
+      .receive([&](net::get_reply& r) { found = r.pb.task().id() == id; },
                [](caf::error&) {});
     if (!found)
       die("the engine does not see task " + std::to_string(id) +
@@ -1662,12 +1633,12 @@ std::string rss_section(const settings& s, const std::filesystem::path& root) {
      << s.rss_tasks << " tasks scheduled, idle for 1 s and then while the "
      << "memtables still shrink (pending flushes; at most 10 s), RSS after; "
      << "per task = (after - before) / tasks. The heap is set up as dallyd "
-     << "does (" << core::heap_description()
-     << (core::heap_purger::available()
+     << "does (" << runtime::heap_description()
+     << (runtime::heap_purger::available()
            ? ", freed pages purged as soon as the process goes idle"
            : "")
      << "; with the C library's "
-     << "malloc core::limit_retained_heap sets glibc's trim threshold to "
+     << "malloc runtime::limit_retained_heap sets glibc's trim threshold to "
      << "1 MiB), except in the last row, which keeps the allocator's "
      << "defaults (jemalloc: dirty pages kept 10 s, no background thread; "
      << "glibc: a trim threshold that grows up to 64 MiB). Trimmed: after "
@@ -1794,7 +1765,7 @@ std::string machine() {
     }
   out << std::thread::hardware_concurrency() << " CPUs (" << model << "), "
       << mem_total << " RAM, load average " << loadavg() << ", heap "
-      << core::heap_description();
+      << runtime::heap_description();
   return out.str();
 }
 
@@ -1868,12 +1839,6 @@ settings parse(int argc, char** argv) {
       }
     } else if (arg == "--caf-max-throughput")
       s.caf_max_throughput = static_cast<uint32_t>(std::stoul(next()));
-    else if (arg == "--caf-busy-polling")
-      s.caf_busy_polling = true;
-    else if (arg == "--caf-stock-stealing")
-      s.caf_stock_stealing = true;
-    else if (arg == "--cpu-slice-us")
-      s.cpu_slice_us = static_cast<uint32_t>(std::stoul(next()));
     else if (arg == "--task-memtable") {
       auto name = next();
       if (name != "btree" && name != "skiplist")
@@ -1951,11 +1916,11 @@ settings parse(int argc, char** argv) {
 int main(int argc, char** argv) {
   auto s = parse(argc, argv);
   // The engine's processes keep memory as dallyd does, unless asked not to.
-  std::optional<dally::core::heap_purger> purger;
+  std::optional<dally::runtime::heap_purger> purger;
   if (!s.default_heap) {
-    dally::core::limit_retained_heap();
-    if (dally::core::heap_purger::available())
-      purger.emplace(dally::core::heap_purger::options{});
+    dally::runtime::limit_retained_heap();
+    if (dally::runtime::heap_purger::available())
+      purger.emplace(dally::runtime::heap_purger::options{});
   }
   if (s.child == "remote")
     return run_remote_child(s);
@@ -1975,12 +1940,9 @@ int main(int argc, char** argv) {
   std::atexit(remove_scratch_root);
   std::ostringstream md;
   std::string caf_threads =
-    std::string{"CAF: "} +
-    (s.caf_stock_stealing ? "CAF's work stealing" : "prompt stealing") +
-    (s.caf_busy_polling ? " with CAF's idle polling" : ", idle workers rest") +
-    ", CPU slice " +
-    (s.cpu_slice_us > 0 ? std::to_string(s.cpu_slice_us) + " µs"
-                        : std::string{"the kernel's default"}) +
+    std::string{"CAF's scheduler, "} +
+    (s.caf_threads > 0 ? std::to_string(s.caf_threads) + " threads"
+                       : std::string{"its default thread count"}) +
     ". Tasks' memtable: " +
     (s.btree_task_memtable ? "B-tree" : "RocksDB's skip list");
   md << "Machine: " << machine() << ". " << caf_threads << ". "

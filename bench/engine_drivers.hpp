@@ -24,10 +24,10 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/engine_actor.hpp"
-#include "actors/error.hpp"
-#include "actors/type_ids.hpp"
-#include "actors/wire.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
+#include "net/wire.hpp"
 
 namespace dally::bench {
 
@@ -81,10 +81,10 @@ inline void tally_delivery(consumer_tally& tally, const v1::Delivery& d,
   tally.delivered.fetch_add(1, std::memory_order_relaxed);
 }
 
-inline actors::delivery_reply ack_reply() {
+inline net::delivery_reply ack_reply() {
   v1::DeliveryReply reply;
   reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-  return actors::delivery_reply{std::move(reply)};
+  return net::delivery_reply{std::move(reply)};
 }
 
 /// Acks every delivery at once and tallies it (lateness taken at the start
@@ -93,7 +93,7 @@ inline consumer_actor::behavior_type
 counting_consumer(consumer_actor::pointer,
                   std::shared_ptr<consumer_tally> tally) {
   return {
-    [tally](actors::delivery_msg& d) {
+    [tally](net::delivery_msg& d) {
       tally_delivery(*tally, d.pb, wall_us());
       return ack_reply();
     },
@@ -105,18 +105,18 @@ inline batch_consumer_actor::behavior_type
 batch_counting_consumer(batch_consumer_actor::pointer,
                         std::shared_ptr<consumer_tally> tally) {
   return {
-    [tally](actors::delivery_msg& d) {
+    [tally](net::delivery_msg& d) {
       tally_delivery(*tally, d.pb, wall_us());
       return ack_reply();
     },
-    [tally](actors::delivery_batch_msg& batch) {
+    [tally](net::delivery_batch_msg& batch) {
       auto now_us = wall_us();
       v1::DeliveryBatchReply reply;
       for (const auto& d : batch.pb.deliveries()) {
         tally_delivery(*tally, d, now_us);
         reply.add_replies()->set_verdict(v1::DeliveryReply::VERDICT_ACK);
       }
-      return actors::delivery_batch_reply{std::move(reply)};
+      return net::delivery_batch_reply{std::move(reply)};
     },
   };
 }
@@ -171,9 +171,9 @@ inline void produce_more(batch_producer_actor* self, engine_actor engine,
       t->mutable_when()->set_at_ms(plan->due_ms(st.next, now));
     }
     ++st.in_flight;
-    self->request(engine, caf::infinite, actors::make_wire(std::move(req)))
+    self->request(engine, caf::infinite, net::make_wire(std::move(req)))
       .then(
-        [self, engine, plan, progress, n](actors::schedule_batch_reply& r) {
+        [self, engine, plan, progress, n](net::schedule_batch_reply& r) {
           uint64_t ok = 0;
           for (const auto& res : r.pb.results())
             if (res.has_scheduled())
@@ -194,7 +194,7 @@ inline void produce_more(batch_producer_actor* self, engine_actor engine,
           produce_more(self, engine, plan, progress);
         },
         [self, engine, plan, progress, n](caf::error& err) {
-          progress->fail(n, actors::describe(err));
+          progress->fail(n, net::describe(err));
           auto& st = self->state;
           --st.in_flight;
           st.answered += n;
@@ -289,9 +289,9 @@ inline void stream_step(stream_producer_actor* self, engine_actor engine,
     }
     progress->sent.fetch_add(n, std::memory_order_relaxed);
     ++st.in_flight;
-    self->request(engine, caf::infinite, actors::make_wire(std::move(req)))
+    self->request(engine, caf::infinite, net::make_wire(std::move(req)))
       .then(
-        [self, progress, n, last_due](actors::schedule_batch_reply& r) {
+        [self, progress, n, last_due](net::schedule_batch_reply& r) {
           uint64_t ok = 0;
           for (const auto& res : r.pb.results())
             if (res.has_scheduled())
@@ -349,8 +349,8 @@ caf::error subscribe(caf::scoped_actor& self, const engine_actor& engine,
   caf::error failure;
   self
     ->request(engine, std::chrono::seconds{30},
-              actors::subscribe_request{std::move(sub)}, consumer)
-    .receive([](actors::empty_reply&) {},
+              net::subscribe_request{std::move(sub)}, consumer)
+    .receive([](net::empty_reply&) {},
              [&](caf::error& err) { failure = std::move(err); });
   return failure;
 }
@@ -359,8 +359,8 @@ inline caf::expected<v1::StatsReply> engine_stats(caf::scoped_actor& self,
                                                   const engine_actor& engine) {
   caf::expected<v1::StatsReply> out =
     caf::make_error(caf::sec::request_timeout);
-  self->request(engine, std::chrono::seconds{30}, actors::stats_request{})
-    .receive([&](actors::stats_reply& r) { out = std::move(r.pb); },
+  self->request(engine, std::chrono::seconds{30}, net::stats_request{})
+    .receive([&](net::stats_reply& r) { out = std::move(r.pb); },
              [&](caf::error& err) { out = std::move(err); });
   return out;
 }

@@ -16,23 +16,23 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/embedded_engine.hpp"
-#include "actors/error.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/setup.hpp"
 
 namespace {
 
 using namespace dally;
 
 int64_t wall_ms() {
-  return actors::system_wall_clock_ms();
+  return logic::system_wall_clock_ms();
 }
 
 /// Acks every delivery and tells `main` about it.
 consumer_actor::behavior_type printer(consumer_actor::pointer self,
                                       caf::actor main) {
   return {
-    [self, main](actors::delivery_msg& d) {
+    [self, main](net::delivery_msg& d) {
       auto late = wall_ms() - d.pb.due_ms();
       std::cout << "delivered task " << d.pb.id().task_id() << " ("
                 << d.pb.payload() << "), attempt " << d.pb.attempt() << ", "
@@ -40,7 +40,7 @@ consumer_actor::behavior_type printer(consumer_actor::pointer self,
       caf::anon_send(main, d.pb.id().task_id());
       v1::DeliveryReply reply;
       reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-      return actors::delivery_reply{reply};
+      return net::delivery_reply{reply};
     },
   };
 }
@@ -49,39 +49,29 @@ consumer_actor::behavior_type printer(consumer_actor::pointer self,
 
 int main(int argc, char** argv) {
   caf::actor_system_config cfg;
-  actors::add_message_types(cfg);
-  // Idle CAF workers block instead of polling with short sleeps, which a
-  // timer engine would otherwise keep them doing for good.
-  actors::rest_idle_workers(cfg);
-  // A due timer's job goes to an idle worker or the front of a busy one,
-  // not behind everything a busy worker's actors queued.
-  actors::prompt_outside_jobs(cfg);
-  // CAF's threads run with a short CPU slice, so that a woken timer
-  // preempts a busy thread sooner (Linux 6.12 and later; older kernels
-  // ignore it).
-  actors::shorten_cpu_slices(cfg, actors::default_cpu_slice);
+  runtime::configure(cfg, runtime::role::embedded);
   caf::actor_system sys{cfg};
-  actors::engine_config ecfg;
+  logic::engine_config ecfg;
   ecfg.data_dir = argc > 1 ? argv[1] : "dally-embedded-data";
   ecfg.shard_count = 2;
   auto engine = actors::embedded_engine::start(sys, ecfg);
   if (!engine) {
-    std::cerr << "cannot start the engine: " << actors::describe(engine.error())
+    std::cerr << "cannot start the engine: " << net::describe(engine.error())
               << std::endl;
     return 1;
   }
   caf::scoped_actor self{sys};
   auto consumer = sys.spawn(printer, caf::actor_cast<caf::actor>(self));
   auto fail = [&](const caf::error& err) {
-    std::cerr << "request failed: " << actors::describe(err) << std::endl;
+    std::cerr << "request failed: " << net::describe(err) << std::endl;
   };
   bool ok = true;
   v1::SubscribeRequest sub;
   sub.set_topic("greetings");
   self
     ->request(engine->handle(), std::chrono::seconds{5},
-              actors::subscribe_request{sub}, consumer)
-    .receive([](actors::empty_reply&) {},
+              net::subscribe_request{sub}, consumer)
+    .receive([](net::empty_reply&) {},
              [&](caf::error& err) {
                ok = false;
                fail(err);
@@ -94,9 +84,9 @@ int main(int argc, char** argv) {
     req.mutable_when()->set_in_ms(1'000 + 100 * i);
     self
       ->request(engine->handle(), std::chrono::seconds{5},
-                actors::schedule_request{req})
+                net::schedule_request{req})
       .receive(
-        [&](actors::schedule_reply& r) {
+        [&](net::schedule_reply& r) {
           std::cout << "scheduled task " << r.pb.id() << " due in "
                     << r.pb.due_ms() - wall_ms() << " ms" << std::endl;
         },

@@ -19,11 +19,11 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/engine.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/setup.hpp"
 #include "sim/clock_model.hpp"
 #include "sim/event_log.hpp"
 #include "sim/network_model.hpp"
@@ -55,7 +55,7 @@ struct sim_config : caf::actor_system_config {
   sim_config() {
     set("scheduler.policy", caf::atom("testing"));
     set("logger.verbosity", caf::atom("quiet"));
-    actors::add_message_types(*this);
+    runtime::add_message_types(*this);
   }
 };
 
@@ -91,7 +91,7 @@ struct world {
   caf::actor_system* sys = nullptr;
   caf::scheduler::test_coordinator* sched = nullptr;
   std::shared_ptr<storage::fault_fs> fs;
-  actors::engine_config cfg;
+  logic::engine_config cfg;
   engine_actor engine;
   uint32_t restarts = 0;
   uint32_t damaged = 0;
@@ -109,8 +109,8 @@ struct world {
   };
   std::vector<consumer_slot> consumers;
   /// Promises of deliveries a hanging consumer never answers.
-  std::vector<caf::typed_response_promise<actors::delivery_reply>> hung;
-  std::vector<caf::typed_response_promise<actors::delivery_batch_reply>>
+  std::vector<caf::typed_response_promise<net::delivery_reply>> hung;
+  std::vector<caf::typed_response_promise<net::delivery_batch_reply>>
     hung_batches;
 
   uint64_t next_key = 0;
@@ -275,36 +275,34 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
                             size_t slot) {
   return {
     [self, wp,
-     slot](actors::delivery_msg& msg) -> caf::result<actors::delivery_reply> {
+     slot](net::delivery_msg& msg) -> caf::result<net::delivery_reply> {
       auto& w = *wp;
       observe(w, slot, msg.pb);
-      auto ack =
-        actors::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
+      auto ack = net::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
       switch (react(w, self, slot)) {
         case reaction::ack:
           return ack;
         case reaction::nack:
-          return actors::delivery_reply{nack_verdict(w)};
+          return net::delivery_reply{nack_verdict(w)};
         case reaction::die:
           break; // Its promise below goes unanswered, as a dead actor's.
         case reaction::hang:
-          w.hung.push_back(
-            self->make_response_promise<actors::delivery_reply>());
+          w.hung.push_back(self->make_response_promise<net::delivery_reply>());
           return w.hung.back();
         case reaction::dawdle: {
-          auto rp = self->make_response_promise<actors::delivery_reply>();
+          auto rp = self->make_response_promise<net::delivery_reply>();
           answer_late(w, rp, std::move(ack));
           return rp;
         }
       }
-      return self->make_response_promise<actors::delivery_reply>();
+      return self->make_response_promise<net::delivery_reply>();
     },
     // As a batch consumer (params.max_batch > 1): one reaction per batch
     // for dying, hanging and dawdling; otherwise each delivery gets its own
     // verdict, and now and then the list stops short, which leaves the
     // rest to their leases (VERDICT_LATER).
-    [self, wp, slot](actors::delivery_batch_msg& msg)
-      -> caf::result<actors::delivery_batch_reply> {
+    [self, wp, slot](
+      net::delivery_batch_msg& msg) -> caf::result<net::delivery_batch_reply> {
       auto& w = *wp;
       w.event("batch of " + std::to_string(msg.pb.deliveries_size()) +
               " to consumer " + std::to_string(slot));
@@ -315,7 +313,7 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
       auto n = msg.pb.deliveries_size();
       if (mixed && !w.healed && w.consumer_gen.chance(1, 8))
         n = static_cast<int>(w.consumer_gen.below(static_cast<uint64_t>(n)));
-      actors::delivery_batch_reply reply;
+      net::delivery_batch_reply reply;
       for (int i = 0; i < n; ++i) {
         bool nack = mixed && !w.healed &&
                     w.consumer_gen.below(1'000'000) < w.params.nack_ppm;
@@ -324,7 +322,7 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
       }
       if (mixed)
         return reply;
-      auto rp = self->make_response_promise<actors::delivery_batch_reply>();
+      auto rp = self->make_response_promise<net::delivery_batch_reply>();
       if (how == reaction::hang)
         w.hung_batches.push_back(rp);
       else if (how == reaction::dawdle)
@@ -342,9 +340,8 @@ void subscribe(world& w, size_t slot) {
     w.sys->spawn(
       [engine, sub, handle](caf::event_based_actor* self, int) {
         self
-          ->request(engine, caf::infinite, actors::subscribe_request{sub},
-                    handle)
-          .then([self](actors::empty_reply&) { self->quit(); },
+          ->request(engine, caf::infinite, net::subscribe_request{sub}, handle)
+          .then([self](net::empty_reply&) { self->quit(); },
                 [self](caf::error&) { self->quit(); });
         // Stays until the answer comes (an empty behavior would quit at
         // once).
@@ -582,9 +579,9 @@ void send_schedule(world& w, schedule_plan plan, int attempt) {
   auto key = plan.req.idempotency_key();
   w.event("schedule " + key + " attempt " + std::to_string(attempt) + " " +
           plan.req.when().ShortDebugString());
-  call<actors::schedule_reply>(
-    w, node, actors::schedule_request{plan.req},
-    [&w, plan, attempt, key](std::optional<actors::schedule_reply> answer) {
+  call<net::schedule_reply>(
+    w, node, net::schedule_request{plan.req},
+    [&w, plan, attempt, key](std::optional<net::schedule_reply> answer) {
       if (!answer) {
         w.event("schedule " + key + " unknown");
         if (attempt < retries && !w.failure)
@@ -614,10 +611,9 @@ void send_revoke(world& w) {
   w.event("revoke " + std::to_string(id));
   v1::RevokeRequest req;
   req.set_id(id);
-  call<actors::change_reply>(
-    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
-    actors::revoke_request{req},
-    [&w, id](std::optional<actors::change_reply> answer) {
+  call<net::change_reply>(
+    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)), net::revoke_request{req},
+    [&w, id](std::optional<net::change_reply> answer) {
       if (!answer) {
         w.event("revoke " + std::to_string(id) + " unknown");
         return;
@@ -651,10 +647,10 @@ void send_reschedule(world& w) {
   v1::RescheduleRequest req;
   req.set_id(id);
   req.set_due_ms(due);
-  call<actors::change_reply>(
+  call<net::change_reply>(
     w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
-    actors::reschedule_request{req},
-    [&w, id](std::optional<actors::change_reply> answer) {
+    net::reschedule_request{req},
+    [&w, id](std::optional<net::change_reply> answer) {
       w.event("reschedule " + std::to_string(id) + " -> " +
               (answer ? v1::ChangeOutcome_Name(answer->pb.outcome())
                       : std::string{"unknown"}));
@@ -760,8 +756,8 @@ void final_checks(world& w) {
     v1::DeadLettersRequest req;
     req.set_after_id(after);
     req.set_limit(100);
-    auto page = ask<actors::dead_letters_reply>(
-      w, self, actors::dead_letters_request{req});
+    auto page =
+      ask<net::dead_letters_reply>(w, self, net::dead_letters_request{req});
     if (!page) {
       w.fail({"liveness", "the engine does not list its dead letters"});
       return;
@@ -783,18 +779,18 @@ void final_checks(world& w) {
       v1::GetRequest get;
       get.set_id(id);
       auto handle =
-        self->request(w.engine, caf::infinite, actors::get_request{get});
+        self->request(w.engine, caf::infinite, net::get_request{get});
       drain(w);
       bool answered = false;
       if (!self->mailbox().empty())
         handle.receive(
-          [&](actors::get_reply& reply) {
+          [&](net::get_reply& reply) {
             answered = true;
             state = reply.pb.dead() ? final_state::dead : final_state::live;
             attempt = reply.pb.task().attempt();
           },
           [&](caf::error& err) {
-            auto code = actors::from_caf(err).code();
+            auto code = net::from_caf(err).code();
             answered = code == core::errc::not_found ||
                        code == core::errc::corrupt_record;
             if (code == core::errc::corrupt_record)
@@ -813,8 +809,8 @@ void final_checks(world& w) {
   }
   // Every damaged record has been read by now (the get above, if not
   // before), so each must be in quarantine and counted.
-  auto stats = ask<actors::stats_reply>(
-    w, self, actors::stats_request{v1::StatsRequest{}});
+  auto stats =
+    ask<net::stats_reply>(w, self, net::stats_request{v1::StatsRequest{}});
   if (!stats) {
     w.fail({"liveness", "the engine does not answer stats"});
     return;
@@ -920,8 +916,8 @@ std::string sim_params::describe() const {
   return out.str();
 }
 
-std::optional<actors::planted_bug> parse_planted(const std::string& name) {
-  using actors::planted_bug;
+std::optional<logic::planted_bug> parse_planted(const std::string& name) {
+  using logic::planted_bug;
   for (auto bug : {planted_bug::none, planted_bug::fire_early,
                    planted_bug::lose_ack, planted_bug::deliver_after_revoke})
     if (planted_name(bug) == name)
@@ -929,15 +925,15 @@ std::optional<actors::planted_bug> parse_planted(const std::string& name) {
   return std::nullopt;
 }
 
-std::string planted_name(actors::planted_bug bug) {
+std::string planted_name(logic::planted_bug bug) {
   switch (bug) {
-    case actors::planted_bug::none:
+    case logic::planted_bug::none:
       return "none";
-    case actors::planted_bug::fire_early:
+    case logic::planted_bug::fire_early:
       return "fire-early";
-    case actors::planted_bug::lose_ack:
+    case logic::planted_bug::lose_ack:
       return "lose-ack";
-    case actors::planted_bug::deliver_after_revoke:
+    case logic::planted_bug::deliver_after_revoke:
       return "deliver-after-revoke";
   }
   return "none";

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine_config.hpp"
+#include "logic/engine_config.hpp"
 #include "sim/oracle.hpp"
 #include "sim/prng.hpp"
 
@@ -78,7 +78,7 @@ struct sim_params {
 struct sim_options {
   uint64_t seed = 0;
   /// A bug planted in the engine, for the self-test.
-  actors::planted_bug plant = actors::planted_bug::none;
+  logic::planted_bug plant = logic::planted_bug::none;
   /// Where the run's data directory goes (a fresh one, removed after).
   std::string data_root;
   /// Print every event as it happens.
@@ -113,7 +113,7 @@ struct sim_result {
 sim_result run_simulation(const sim_options& opts);
 
 /// The name of a planted bug on the command line, and back.
-std::optional<actors::planted_bug> parse_planted(const std::string& name);
-std::string planted_name(actors::planted_bug bug);
+std::optional<logic::planted_bug> parse_planted(const std::string& name);
+std::string planted_name(logic::planted_bug bug);
 
 } // namespace dally::sim

@@ -1,5 +1,5 @@
 // Dally through its public CAF interface: remote (a dallyd child process,
-// reached with actors::connect_engine, consumers subscribed through the
+// reached with net::connect_engine, consumers subscribed through the
 // remote handle) or embedded (actors::embedded_engine in the driver's own
 // actor_system). Producers send schedule_batch requests from threads;
 // consumers are batch consumer actors that ack every delivery in their
@@ -18,15 +18,15 @@
 #include <vector>
 
 #include "actors/embedded_engine.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
-#include "actors/wire.hpp"
 #include "bench/peers/peer.hpp"
 #include "bench/peers/process.hpp"
+#include "logic/engine_config.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
+#include "net/wire.hpp"
+#include "runtime/setup.hpp"
 
 namespace dally::bench::peers {
 
@@ -53,7 +53,7 @@ public:
     auto now = wall_ms();
     auto send = [this](v1::ScheduleBatchRequest req) {
       return self_->request(engine_, request_timeout,
-                            actors::make_wire(std::move(req)));
+                            net::make_wire(std::move(req)));
     };
     std::vector<decltype(send(v1::ScheduleBatchRequest{}))> handles;
     std::vector<size_t> sizes;
@@ -75,7 +75,7 @@ public:
     std::string failure;
     for (size_t k = 0; k < handles.size(); ++k) {
       handles[k].receive(
-        [&](actors::schedule_batch_reply& r) {
+        [&](net::schedule_batch_reply& r) {
           if (static_cast<size_t>(r.pb.results_size()) != sizes[k]) {
             failure = "schedule_batch answered " +
                       std::to_string(r.pb.results_size()) + " results for " +
@@ -88,7 +88,7 @@ public:
         },
         [&](caf::error& err) {
           if (failure.empty())
-            failure = "schedule_batch failed: " + actors::describe(err);
+            failure = "schedule_batch failed: " + net::describe(err);
         });
     }
     if (!failure.empty())
@@ -111,12 +111,12 @@ recording_consumer(batch_consumer_actor::pointer, delivery_log* log) {
     return reply;
   };
   return {
-    [log, ack](actors::delivery_msg& d) {
+    [log, ack](net::delivery_msg& d) {
       log->received(d.pb.payload(), wall_us());
       log->acked(1);
-      return actors::delivery_reply{ack()};
+      return net::delivery_reply{ack()};
     },
-    [log, ack](actors::delivery_batch_msg& batch) {
+    [log, ack](net::delivery_batch_msg& batch) {
       auto now_us = wall_us();
       v1::DeliveryBatchReply reply;
       for (const auto& d : batch.pb.deliveries()) {
@@ -124,7 +124,7 @@ recording_consumer(batch_consumer_actor::pointer, delivery_log* log) {
         *reply.add_replies() = ack();
       }
       log->acked(static_cast<uint64_t>(batch.pb.deliveries_size()));
-      return actors::delivery_batch_reply{std::move(reply)};
+      return net::delivery_batch_reply{std::move(reply)};
     },
   };
 }
@@ -144,9 +144,9 @@ public:
       std::string failure;
       self
         ->request(engine, request_timeout,
-                  actors::subscribe_request{std::move(sub)}, consumer)
-        .receive([](actors::empty_reply&) {},
-                 [&](caf::error& err) { failure = actors::describe(err); });
+                  net::subscribe_request{std::move(sub)}, consumer)
+        .receive([](net::empty_reply&) {},
+                 [&](caf::error& err) { failure = net::describe(err); });
       if (!failure.empty()) {
         stop();
         throw peer_error("dally: subscribe failed: " + failure);
@@ -180,15 +180,12 @@ private:
   std::vector<caf::actor> consumers_;
 };
 
-/// An actor_system config with Dally's types, resting idle workers and the
-/// prompt scheduler (as dallyd) and, for a remote client, CAF's middleman.
+/// An actor_system config as dallyd's: an embedded engine, or a client of
+/// a remote one.
 struct client_config : caf::actor_system_config {
   explicit client_config(bool network) {
-    actors::add_message_types(*this);
-    actors::rest_idle_workers(*this);
-    actors::prompt_outside_jobs(*this);
-    if (network)
-      actors::enable_network(*this);
+    runtime::configure(*this, network ? runtime::role::client
+                                      : runtime::role::embedded);
   }
 };
 
@@ -214,10 +211,8 @@ public:
     auto data = dir / "data";
     if (embedded_) {
       cfg_ = std::make_unique<client_config>(false);
-      // The engine's threads as dallyd runs them (--cpu-slice-us).
-      actors::shorten_cpu_slices(*cfg_, actors::default_cpu_slice);
       sys_ = std::make_unique<caf::actor_system>(*cfg_);
-      actors::engine_config ecfg;
+      logic::engine_config ecfg;
       ecfg.data_dir = data.string();
       ecfg.durability = opts_.durability == "sync"
                           ? storage::durability::sync
@@ -226,7 +221,7 @@ public:
       auto started = actors::embedded_engine::start(*sys_, std::move(ecfg));
       if (!started)
         throw peer_error("dally: cannot start the embedded engine: " +
-                         actors::describe(started.error()));
+                         net::describe(started.error()));
       engine_.emplace(std::move(*started));
       handle_ = engine_->handle();
       return;
@@ -251,9 +246,9 @@ public:
     auto port = static_cast<uint16_t>(std::stoi(line->substr(prefix.size())));
     cfg_ = std::make_unique<client_config>(true);
     sys_ = std::make_unique<caf::actor_system>(*cfg_);
-    auto engine = actors::connect_engine(*sys_, "127.0.0.1", port);
+    auto engine = net::connect_engine(*sys_, "127.0.0.1", port);
     if (!engine) {
-      auto what = actors::describe(engine.error());
+      auto what = net::describe(engine.error());
       stop();
       throw peer_error("dally: cannot connect to dallyd on port " +
                        std::to_string(port) + ": " + what);
@@ -320,9 +315,9 @@ private:
     caf::scoped_actor self{*sys_};
     std::optional<v1::StatsReply> out;
     std::string failure;
-    self->request(handle_, request_timeout, actors::stats_request{})
-      .receive([&](actors::stats_reply& r) { out = std::move(r.pb); },
-               [&](caf::error& err) { failure = actors::describe(err); });
+    self->request(handle_, request_timeout, net::stats_request{})
+      .receive([&](net::stats_reply& r) { out = std::move(r.pb); },
+               [&](caf::error& err) { failure = net::describe(err); });
     if (!out)
       throw peer_error("dally: stats failed: " + failure);
     return std::move(*out);

@@ -64,8 +64,8 @@
 #include "bench/peers/peer.hpp"
 #include "bench/peers/process.hpp"
 #include "bench/peers/report.hpp"
-#include "core/heap_purger.hpp"
-#include "core/retained_heap.hpp"
+#include "runtime/heap_purger.hpp"
+#include "runtime/retained_heap.hpp"
 
 #ifndef DALLY_PEERS_DALLYD
 #error "DALLY_PEERS_DALLYD must name the dallyd binary"
@@ -796,10 +796,10 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // The embedded engine keeps memory as dallyd does.
-  dally::core::limit_retained_heap();
-  std::optional<dally::core::heap_purger> purger;
-  if (dally::core::heap_purger::available())
-    purger.emplace(dally::core::heap_purger::options{});
+  dally::runtime::limit_retained_heap();
+  std::optional<dally::runtime::heap_purger> purger;
+  if (dally::runtime::heap_purger::available())
+    purger.emplace(dally::runtime::heap_purger::options{});
   using namespace dally::bench::peers;
   int rc = 1;
   try {

@@ -22,11 +22,11 @@
 
 #include "../storage/test_support.hpp"
 #include "actors/engine.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/error.hpp"
 #include "actors/messages.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/setup.hpp"
 
 namespace dally::actors::test {
 
@@ -37,7 +37,7 @@ struct test_config : caf::actor_system_config {
   test_config() {
     set("scheduler.policy", caf::atom("testing"));
     set("logger.verbosity", caf::atom("quiet"));
-    dally::actors::add_message_types(*this);
+    dally::runtime::add_message_types(*this);
   }
 };
 
@@ -57,14 +57,14 @@ struct consumer_log {
   std::vector<v1::Delivery> got;
   std::vector<int64_t> got_ms;
   /// Promises of hanging deliveries, kept so that none is answered.
-  std::vector<caf::typed_response_promise<delivery_reply>> held;
+  std::vector<caf::typed_response_promise<net::delivery_reply>> held;
 };
 
 /// The error in `res`, printable; Boost builds the message of a passing
 /// check too, so it must not touch a missing error.
 template<class T>
 std::string error_text(const caf::expected<T>& res) {
-  return res ? std::string{"no error"} : describe(res.error());
+  return res ? std::string{"no error"} : net::describe(res.error());
 }
 
 /// A consumer that answers per `log->mode` and records what it got.
@@ -73,24 +73,25 @@ scripted_consumer(consumer_actor::pointer self,
                   std::shared_ptr<consumer_log> log,
                   std::function<int64_t()> clock) {
   return {
-    [self, log, clock](delivery_msg& d) -> caf::result<delivery_reply> {
+    [self, log,
+     clock](net::delivery_msg& d) -> caf::result<net::delivery_reply> {
       log->got.push_back(d.pb);
       log->got_ms.push_back(clock());
       v1::DeliveryReply reply;
       switch (log->mode) {
         case verdict_mode::ack:
           reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-          return delivery_reply{reply};
+          return net::delivery_reply{reply};
         case verdict_mode::nack:
           reply.set_verdict(v1::DeliveryReply::VERDICT_NACK);
-          return delivery_reply{reply};
+          return net::delivery_reply{reply};
         case verdict_mode::later:
           reply.set_verdict(v1::DeliveryReply::VERDICT_LATER);
-          return delivery_reply{reply};
+          return net::delivery_reply{reply};
         case verdict_mode::hang:
           break;
       }
-      auto rp = self->make_response_promise<delivery_reply>();
+      auto rp = self->make_response_promise<net::delivery_reply>();
       log->held.push_back(rp);
       return rp;
     },
@@ -106,7 +107,7 @@ struct batch_log {
   std::function<v1::DeliveryBatchReply(const v1::DeliveryBatch&)> answer;
   /// Set: batches are held unanswered (their promises kept here).
   bool hold = false;
-  std::vector<caf::typed_response_promise<delivery_batch_reply>> held;
+  std::vector<caf::typed_response_promise<net::delivery_batch_reply>> held;
 };
 
 /// A batch consumer that records every message and answers each batch with
@@ -115,19 +116,19 @@ inline batch_consumer_actor::behavior_type
 scripted_batch_consumer(batch_consumer_actor::pointer self,
                         std::shared_ptr<batch_log> log) {
   return {
-    [log](delivery_msg& d) {
+    [log](net::delivery_msg& d) {
       log->singles.push_back(d.pb);
       v1::DeliveryReply reply;
       reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-      return delivery_reply{reply};
+      return net::delivery_reply{reply};
     },
-    [self,
-     log](delivery_batch_msg& batch) -> caf::result<delivery_batch_reply> {
+    [self, log](net::delivery_batch_msg& batch)
+      -> caf::result<net::delivery_batch_reply> {
       log->batches.emplace_back(batch.pb.deliveries().begin(),
                                 batch.pb.deliveries().end());
       if (!log->hold)
-        return delivery_batch_reply{log->answer(batch.pb)};
-      auto rp = self->make_response_promise<delivery_batch_reply>();
+        return net::delivery_batch_reply{log->answer(batch.pb)};
+      auto rp = self->make_response_promise<net::delivery_batch_reply>();
       log->held.push_back(rp);
       return rp;
     },
@@ -146,7 +147,7 @@ all_verdicts(const v1::DeliveryBatch& batch,
 
 class engine_fixture {
 public:
-  explicit engine_fixture(engine_config cfg = {}) {
+  explicit engine_fixture(logic::engine_config cfg = {}) {
     cfg_ = std::move(cfg);
     cfg_.data_dir = dir_.path().string();
     cfg_.wall_clock_ms = [this] { return now_ms(); };
@@ -239,7 +240,7 @@ public:
     req.set_topic(topic);
     req.set_payload(std::move(payload));
     req.mutable_when()->set_at_ms(due_ms);
-    auto res = call<schedule_reply>(schedule_request{std::move(req)});
+    auto res = call<net::schedule_reply>(net::schedule_request{std::move(req)});
     BOOST_REQUIRE_MESSAGE(res, "schedule failed: " << error_text(res));
     return res->pb.id();
   }
@@ -273,7 +274,7 @@ public:
     sub.set_topic(topic);
     sub.set_max_in_flight(max_in_flight);
     sub.set_max_batch(max_batch);
-    auto res = call<empty_reply>(subscribe_request{sub}, handle);
+    auto res = call<net::empty_reply>(net::subscribe_request{sub}, handle);
     BOOST_REQUIRE_MESSAGE(res, "subscribe failed: " << error_text(res));
     return {handle, log};
   }
@@ -283,12 +284,12 @@ public:
     v1::SubscribeRequest sub;
     sub.set_topic(topic);
     sub.set_max_in_flight(max_in_flight);
-    auto res = call<empty_reply>(subscribe_request{sub}, handle);
+    auto res = call<net::empty_reply>(net::subscribe_request{sub}, handle);
     BOOST_REQUIRE_MESSAGE(res, "subscribe failed: " << error_text(res));
   }
 
   v1::StatsReply stats() {
-    auto res = call<stats_reply>(stats_request{});
+    auto res = call<net::stats_reply>(net::stats_request{});
     BOOST_REQUIRE(res);
     return res->pb;
   }
@@ -301,7 +302,7 @@ public:
 
   const engine_actor& engine() const noexcept { return engine_; }
 
-  engine_config& config() noexcept { return cfg_; }
+  logic::engine_config& config() noexcept { return cfg_; }
 
   caf::actor_system& sys() noexcept { return sys_; }
 
@@ -317,7 +318,7 @@ private:
   caf::scheduler::test_coordinator& sched_ =
     dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler());
   caf::scoped_actor self_{sys_};
-  engine_config cfg_;
+  logic::engine_config cfg_;
   engine_actor engine_;
   std::vector<caf::actor> consumers_;
 };

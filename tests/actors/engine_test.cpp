@@ -19,8 +19,8 @@ using namespace dally::actors::test;
 
 namespace {
 
-engine_config small_config() {
-  engine_config cfg;
+logic::engine_config small_config() {
+  logic::engine_config cfg;
   cfg.shard_count = 2;
   cfg.notifiers = 2;
   cfg.durability = storage::durability::none;
@@ -42,7 +42,7 @@ v1::AckRequest ack_of(const v1::Delivery& d) {
 }
 
 core::errc code_of(const caf::error& err) {
-  return from_caf(err).code();
+  return net::from_caf(err).code();
 }
 
 } // namespace
@@ -67,7 +67,7 @@ BOOST_AUTO_TEST_CASE(a_task_fires_at_its_due_time_and_an_ack_completes_it) {
   BOOST_TEST(log->got_ms[0] == due);
   v1::GetRequest get;
   get.set_id(id);
-  auto res = call<get_reply>(get_request{get});
+  auto res = call<net::get_reply>(net::get_request{get});
   BOOST_REQUIRE(!res);
   BOOST_TEST(code_of(res.error()) == core::errc::not_found);
   auto st = stats();
@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(ids_name_their_shard_and_a_past_due_time_fires_at_once) {
 
 BOOST_AUTO_TEST_CASE(bad_input_gets_its_error_and_changes_nothing) {
   auto expect = [&](v1::ScheduleRequest req, core::errc code) {
-    auto res = call<schedule_reply>(schedule_request{std::move(req)});
+    auto res = call<net::schedule_reply>(net::schedule_request{std::move(req)});
     BOOST_REQUIRE(!res);
     BOOST_TEST(code_of(res.error()) == code, error_text(res));
   };
@@ -127,9 +127,9 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_its_error_and_changes_nothing) {
   {
     auto req = base;
     req.set_idempotency_key("k");
-    auto first = call<schedule_reply>(schedule_request{req});
+    auto first = call<net::schedule_reply>(net::schedule_request{req});
     BOOST_REQUIRE(first);
-    auto again = call<schedule_reply>(schedule_request{req});
+    auto again = call<net::schedule_reply>(net::schedule_request{req});
     BOOST_REQUIRE(again);
     BOOST_TEST(again->pb.id() == first->pb.id());
     BOOST_TEST(!again->pb.created());
@@ -139,12 +139,12 @@ BOOST_AUTO_TEST_CASE(bad_input_gets_its_error_and_changes_nothing) {
   for (uint64_t unknown : {uint64_t{999'999}, uint64_t{1'000'000}}) {
     v1::GetRequest get;
     get.set_id(unknown);
-    auto res = call<get_reply>(get_request{get});
+    auto res = call<net::get_reply>(net::get_request{get});
     BOOST_REQUIRE(!res);
     BOOST_TEST(code_of(res.error()) == core::errc::not_found);
     v1::RevokeRequest rev;
     rev.set_id(unknown);
-    auto out = call<change_reply>(revoke_request{rev});
+    auto out = call<net::change_reply>(net::revoke_request{rev});
     BOOST_REQUIRE(out);
     BOOST_TEST(out->pb.outcome() == v1::CHANGE_OUTCOME_NOT_FOUND);
   }
@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(a_batch_is_answered_in_its_order_whole_or_split) {
       BOOST_REQUIRE(r.has_scheduled());
       v1::GetRequest get;
       get.set_id(r.scheduled().id());
-      auto got = call<get_reply>(get_request{get});
+      auto got = call<net::get_reply>(net::get_request{get});
       BOOST_REQUIRE(got);
       BOOST_TEST(got->pb.task().payload() == batch.tasks(i).payload());
       shards.insert(r.scheduled().id() % 2);
@@ -194,7 +194,8 @@ BOOST_AUTO_TEST_CASE(a_batch_is_answered_in_its_order_whole_or_split) {
   std::set<uint64_t> whole_shards;
   for (int round = 0; round < 2; ++round) {
     auto batch = make({"", "", "", "", ""});
-    auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+    auto res =
+      call<net::schedule_batch_reply>(net::schedule_batch_request{batch});
     BOOST_REQUIRE(res);
     auto shards = check(batch, res->pb);
     BOOST_TEST(shards.size() == 1u); // Whole, to one shard.
@@ -203,10 +204,11 @@ BOOST_AUTO_TEST_CASE(a_batch_is_answered_in_its_order_whole_or_split) {
   BOOST_TEST(whole_shards.size() == 2u); // The shards take turns.
   auto keys = std::vector<std::string>{"a", "", "b", "c", "", "d", "e", "f"};
   auto batch = make(keys);
-  auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+  auto res =
+    call<net::schedule_batch_reply>(net::schedule_batch_request{batch});
   BOOST_REQUIRE(res);
   BOOST_TEST(check(batch, res->pb).size() == 2u); // Split over both.
-  auto empty = call<schedule_batch_reply>(schedule_batch_request{});
+  auto empty = call<net::schedule_batch_reply>(net::schedule_batch_request{});
   BOOST_REQUIRE(empty);
   BOOST_TEST(empty->pb.results_size() == 0);
 }
@@ -222,8 +224,8 @@ BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_neither_its_shard_nor_others) {
     t->set_topic("slow");
     t->mutable_when()->set_at_ms(start);
   }
-  BOOST_REQUIRE(
-    call<schedule_batch_reply>(schedule_batch_request{std::move(slow_batch)}));
+  BOOST_REQUIRE(call<net::schedule_batch_reply>(
+    net::schedule_batch_request{std::move(slow_batch)}));
   // 10k tasks on the fast topic, spread over the next second.
   std::map<uint64_t, int64_t> due_of;
   for (int b = 0; b < 10; ++b) {
@@ -233,7 +235,8 @@ BOOST_AUTO_TEST_CASE(a_hanging_consumer_blocks_neither_its_shard_nor_others) {
       t->set_topic("fast");
       t->mutable_when()->set_at_ms(start + (b * 1'000 + i) / 10);
     }
-    auto res = call<schedule_batch_reply>(schedule_batch_request{batch});
+    auto res =
+      call<net::schedule_batch_reply>(net::schedule_batch_request{batch});
     BOOST_REQUIRE(res);
     for (int i = 0; i < res->pb.results_size(); ++i) {
       BOOST_REQUIRE(res->pb.results(i).has_scheduled());
@@ -320,7 +323,7 @@ BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
   policy->set_backoff_initial_ms(500);
   policy->set_backoff_multiplier_permille(2'000);
   policy->set_backoff_max_ms(10'000);
-  auto res = call<schedule_reply>(schedule_request{req});
+  auto res = call<net::schedule_reply>(net::schedule_request{req});
   BOOST_REQUIRE(res);
   auto id = res->pb.id();
   auto start = now_ms();
@@ -341,7 +344,7 @@ BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
   // The third lease runs out: dead letter.
   advance_to(start + 10'000);
   BOOST_TEST(log->got.size() == 3u);
-  auto dead = call<dead_letters_reply>(dead_letters_request{});
+  auto dead = call<net::dead_letters_reply>(net::dead_letters_request{});
   BOOST_REQUIRE(dead);
   BOOST_REQUIRE_EQUAL(dead->pb.dead_size(), 1);
   BOOST_TEST(dead->pb.dead(0).task().id() == id);
@@ -349,16 +352,16 @@ BOOST_AUTO_TEST_CASE(leases_expire_back_off_and_end_in_dead_letters) {
   // Kick it back: delivered again, attempts start over.
   v1::KickRequest kick;
   kick.set_id(id);
-  auto kicked = call<change_reply>(kick_request{kick});
+  auto kicked = call<net::change_reply>(net::kick_request{kick});
   BOOST_REQUIRE(kicked);
   BOOST_TEST(kicked->pb.outcome() == v1::CHANGE_OUTCOME_DONE);
   run();
   BOOST_REQUIRE_EQUAL(log->got.size(), 4u);
   BOOST_TEST(log->got[3].attempt() == 1u);
-  auto acked = call<empty_reply>(ack_request{ack_of(log->got[3])});
+  auto acked = call<net::empty_reply>(net::ack_request{ack_of(log->got[3])});
   BOOST_REQUIRE(acked);
-  BOOST_TEST(call<dead_letters_reply>(dead_letters_request{})->pb.dead_size() ==
-             0);
+  BOOST_TEST(call<net::dead_letters_reply>(net::dead_letters_request{})
+               ->pb.dead_size() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_consumer_gets_many_deliveries_per_message) {
@@ -437,14 +440,14 @@ BOOST_AUTO_TEST_CASE(a_batch_answer_settles_each_delivery_by_its_verdict) {
     policy->set_backoff_initial_ms(500);
     policy->set_backoff_multiplier_permille(2'000);
     policy->set_backoff_max_ms(10'000);
-    auto res = call<schedule_reply>(schedule_request{req});
+    auto res = call<net::schedule_reply>(net::schedule_request{req});
     BOOST_REQUIRE_MESSAGE(res, "schedule failed: " << error_text(res));
     if (res->pb.id() % config().shard_count == 0)
       ids.push_back(res->pb.id());
     else {
       v1::RevokeRequest rev;
       rev.set_id(res->pb.id());
-      BOOST_REQUIRE(call<change_reply>(revoke_request{rev}));
+      BOOST_REQUIRE(call<net::change_reply>(net::revoke_request{rev}));
     }
   }
   advance_to(due);
@@ -501,7 +504,7 @@ BOOST_AUTO_TEST_CASE(
   v1::SubscribeRequest sub;
   sub.set_topic("t");
   sub.set_max_batch(4);
-  auto res = call<empty_reply>(subscribe_request{sub}, plain);
+  auto res = call<net::empty_reply>(net::subscribe_request{sub}, plain);
   BOOST_REQUIRE(!res);
   BOOST_TEST(code_of(res.error()) == core::errc::invalid_request);
   self()->send_exit(plain, caf::exit_reason::user_shutdown);
@@ -536,7 +539,7 @@ BOOST_AUTO_TEST_CASE(waiting_behind_a_hanging_consumer_uses_up_no_attempt) {
     policy->set_backoff_initial_ms(100);
     policy->set_backoff_multiplier_permille(1'000);
     policy->set_backoff_max_ms(100);
-    auto res = call<schedule_reply>(schedule_request{req});
+    auto res = call<net::schedule_reply>(net::schedule_request{req});
     BOOST_REQUIRE(res);
     ids.insert(res->pb.id());
   }
@@ -544,7 +547,7 @@ BOOST_AUTO_TEST_CASE(waiting_behind_a_hanging_consumer_uses_up_no_attempt) {
   std::map<uint64_t, std::vector<uint32_t>> attempts;
   for (auto& d : log->got)
     attempts[d.id().task_id()].push_back(d.attempt());
-  auto dead = call<dead_letters_reply>(dead_letters_request{});
+  auto dead = call<net::dead_letters_reply>(net::dead_letters_request{});
   BOOST_REQUIRE(dead);
   BOOST_REQUIRE_EQUAL(dead->pb.dead_size(), 5);
   for (auto& x : dead->pb.dead())
@@ -563,7 +566,7 @@ BOOST_AUTO_TEST_CASE(nack_touch_and_stale_acks) {
   v1::NackRequest nack;
   *nack.mutable_id() = first.id();
   nack.set_retry_in_ms(2'000);
-  BOOST_REQUIRE(call<empty_reply>(nack_request{nack}));
+  BOOST_REQUIRE(call<net::empty_reply>(net::nack_request{nack}));
   advance_ms(1'999);
   BOOST_TEST(log->got.size() == 1u);
   advance_ms(1);
@@ -571,17 +574,17 @@ BOOST_AUTO_TEST_CASE(nack_touch_and_stale_acks) {
   auto second = log->got[1];
   BOOST_TEST(second.attempt() == 2u);
   // The first delivery is settled: acking it again is stale.
-  auto stale = call<empty_reply>(ack_request{ack_of(first)});
+  auto stale = call<net::empty_reply>(net::ack_request{ack_of(first)});
   BOOST_REQUIRE(!stale);
   BOOST_TEST(code_of(stale.error()) == core::errc::stale_delivery);
   // Touch: the lease (30 s) now ends 60 s from now; no redelivery at 30 s.
   v1::TouchRequest touch;
   *touch.mutable_id() = second.id();
   touch.set_extend_ms(60'000);
-  BOOST_REQUIRE(call<empty_reply>(touch_request{touch}));
+  BOOST_REQUIRE(call<net::empty_reply>(net::touch_request{touch}));
   advance_ms(45'000);
   BOOST_TEST(log->got.size() == 2u);
-  BOOST_REQUIRE(call<empty_reply>(ack_request{ack_of(second)}));
+  BOOST_REQUIRE(call<net::empty_reply>(net::ack_request{ack_of(second)}));
   advance_ms(120'000);
   BOOST_TEST(log->got.size() == 2u);
 }
@@ -595,22 +598,23 @@ BOOST_AUTO_TEST_CASE(revoke_and_reschedule_have_definite_outcomes) {
   run();
   BOOST_REQUIRE_EQUAL(log->got.size(), 1u);
   auto change = [&](auto req) {
-    auto res = call<change_reply>(std::move(req));
+    auto res = call<net::change_reply>(std::move(req));
     BOOST_REQUIRE(res);
     return res->pb.outcome();
   };
   v1::RevokeRequest rev;
   rev.set_id(pending);
-  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
-  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_COMPLETED);
+  BOOST_TEST(change(net::revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
+  BOOST_TEST(change(net::revoke_request{rev}) == v1::CHANGE_OUTCOME_COMPLETED);
   v1::RescheduleRequest res;
   res.set_id(moved);
   res.set_due_ms(due + 5'000);
-  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
+  BOOST_TEST(change(net::reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
   res.set_id(flying);
-  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_IN_FLIGHT);
+  BOOST_TEST(change(net::reschedule_request{res}) ==
+             v1::CHANGE_OUTCOME_IN_FLIGHT);
   rev.set_id(flying);
-  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_IN_FLIGHT);
+  BOOST_TEST(change(net::revoke_request{rev}) == v1::CHANGE_OUTCOME_IN_FLIGHT);
   // The revoked in-flight task is never redelivered; the moved one fires
   // at its new time, not the old one.
   advance_to(due + 4'999);
@@ -618,7 +622,7 @@ BOOST_AUTO_TEST_CASE(revoke_and_reschedule_have_definite_outcomes) {
   advance_to(due + 5'000);
   BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
   BOOST_TEST(log->got[1].id().task_id() == moved);
-  BOOST_REQUIRE(call<empty_reply>(ack_request{ack_of(log->got[1])}));
+  BOOST_REQUIRE(call<net::empty_reply>(net::ack_request{ack_of(log->got[1])}));
   advance_ms(120'000);
   BOOST_TEST(log->got.size() == 2u);
 }
@@ -636,17 +640,17 @@ BOOST_AUTO_TEST_CASE(tasks_fired_ahead_are_still_revoked_and_moved_in_time) {
   BOOST_TEST(log->got.empty());
   BOOST_TEST(stats().fired() == 3u);
   auto change = [&](auto req) {
-    auto res = call<change_reply>(std::move(req));
+    auto res = call<net::change_reply>(std::move(req));
     BOOST_REQUIRE(res);
     return res->pb.outcome();
   };
   v1::RevokeRequest rev;
   rev.set_id(revoked);
-  BOOST_TEST(change(revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
+  BOOST_TEST(change(net::revoke_request{rev}) == v1::CHANGE_OUTCOME_DONE);
   v1::RescheduleRequest res;
   res.set_id(moved);
   res.set_due_ms(due + 5'000);
-  BOOST_TEST(change(reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
+  BOOST_TEST(change(net::reschedule_request{res}) == v1::CHANGE_OUTCOME_DONE);
   advance_to(due - 1);
   BOOST_TEST(log->got.empty());
   advance_to(due);
@@ -668,7 +672,7 @@ BOOST_AUTO_TEST_CASE(a_day_of_cron_passes_in_virtual_time) {
   v1::ScheduleRequest req;
   req.set_topic("cron");
   req.mutable_when()->mutable_cron()->set_expression("*/5 * * * *");
-  auto res = call<schedule_reply>(schedule_request{req});
+  auto res = call<net::schedule_reply>(net::schedule_request{req});
   BOOST_REQUIRE(res);
   auto started = std::chrono::steady_clock::now();
   auto begin = now_ms();
@@ -814,7 +818,7 @@ BOOST_AUTO_TEST_CASE(with_sync_only_verdicts_someone_waits_for_are_fsynced) {
   f.advance_to(due2);
   BOOST_REQUIRE_EQUAL(log->got.size(), 2u);
   before = fs->stats().syncs;
-  auto res = f.call<empty_reply>(ack_request{ack_of(log->got[1])});
+  auto res = f.call<net::empty_reply>(net::ack_request{ack_of(log->got[1])});
   BOOST_REQUIRE_MESSAGE(res, error_text(res));
   BOOST_TEST(fs->stats().syncs == before + 1);
 }

@@ -22,11 +22,11 @@
 #include <unordered_map>
 
 #include "actors/embedded_engine.hpp"
-#include "actors/engine_actor.hpp"
-#include "actors/error.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
-#include "actors/wire.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/type_ids.hpp"
+#include "net/wire.hpp"
+#include "runtime/setup.hpp"
 
 using namespace dally;
 using namespace std::chrono_literals;
@@ -64,59 +64,52 @@ acking_consumer(batch_consumer_actor::pointer, receipts* seen) {
     return reply;
   };
   return {
-    [seen, ack](actors::delivery_msg& d) {
+    [seen, ack](net::delivery_msg& d) {
       seen->add(d.pb.payload(), d.pb.due_ms());
-      return actors::delivery_reply{ack()};
+      return net::delivery_reply{ack()};
     },
-    [seen, ack](actors::delivery_batch_msg& batch) {
+    [seen, ack](net::delivery_batch_msg& batch) {
       v1::DeliveryBatchReply reply;
       for (const auto& d : batch.pb.deliveries()) {
         seen->add(d.payload(), d.due_ms());
         *reply.add_replies() = ack();
       }
-      return actors::delivery_batch_reply{std::move(reply)};
+      return net::delivery_batch_reply{std::move(reply)};
     },
   };
 }
 
 struct config : caf::actor_system_config {
-  config(bool rest, bool prompt) {
-    actors::add_message_types(*this);
-    if (rest)
-      actors::rest_idle_workers(*this);
-    if (prompt)
-      actors::prompt_outside_jobs(*this);
+  config() {
+    runtime::configure(*this, runtime::role::embedded);
     set("scheduler.max-threads", 2);
   }
 };
 
 /// Schedules `total` tasks in requests of 100, each due 0 to 500 ms after
 /// it is sent, while a consumer acks what fires; every task must come
-/// within a minute, none early. With `rest`, idle workers block as in
-/// dallyd instead of polling; with `prompt`, jobs from outside the workers
-/// go to an idle worker or the front of a busy one, as in dallyd.
-void run_stream(storage::durability level, const char* dir_name,
-                bool rest = false, bool prompt = false) {
+/// within a minute, none early.
+void run_stream(storage::durability level, const char* dir_name) {
   auto dir = std::filesystem::temp_directory_path() /
              (std::string{dir_name} + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  config cfg{rest, prompt};
+  config cfg;
   caf::actor_system sys{cfg};
-  actors::engine_config ecfg;
+  logic::engine_config ecfg;
   ecfg.data_dir = dir.string();
   ecfg.durability = level;
   ecfg.sync_period_ms = 20;
   auto engine = actors::embedded_engine::start(sys, ecfg);
-  BOOST_REQUIRE_MESSAGE(engine, actors::describe(engine.error()));
+  BOOST_REQUIRE_MESSAGE(engine, net::describe(engine.error()));
   receipts seen;
   auto consumer = sys.spawn(acking_consumer, &seen);
   caf::scoped_actor self{sys};
   v1::SubscribeRequest sub;
   sub.set_topic("stream");
   sub.set_max_batch(32);
-  self->request(engine->handle(), 10s, actors::subscribe_request{sub}, consumer)
-    .receive([](actors::empty_reply&) {},
-             [](caf::error& err) { BOOST_FAIL(actors::describe(err)); });
+  self->request(engine->handle(), 10s, net::subscribe_request{sub}, consumer)
+    .receive([](net::empty_reply&) {},
+             [](caf::error& err) { BOOST_FAIL(net::describe(err)); });
   constexpr int total = 6000;
   constexpr int per_request = 100;
   for (int first = 0; first < total; first += per_request) {
@@ -128,13 +121,13 @@ void run_stream(storage::durability level, const char* dir_name,
       t->set_payload("task-" + std::to_string(i));
       t->mutable_when()->set_at_ms(now + (i * 7919) % 500);
     }
-    self->request(engine->handle(), 10s, actors::make_wire(std::move(req)))
+    self->request(engine->handle(), 10s, net::make_wire(std::move(req)))
       .receive(
-        [](actors::schedule_batch_reply& r) {
+        [](net::schedule_batch_reply& r) {
           for (const auto& res : r.pb.results())
             BOOST_REQUIRE(res.has_scheduled());
         },
-        [](caf::error& err) { BOOST_FAIL(actors::describe(err)); });
+        [](caf::error& err) { BOOST_FAIL(net::describe(err)); });
     // About 20k tasks/s: firing and scheduling overlap throughout.
     std::this_thread::sleep_for(5ms);
   }
@@ -157,18 +150,4 @@ BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_sync_durability) {
 
 BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_periodic_durability) {
   run_stream(storage::durability::periodic, "dally-real-periodic");
-}
-
-// dallyd's scheduler: a job one busy worker hands another actor is not
-// announced to the resting workers, so this would stall if it were never
-// taken.
-BOOST_AUTO_TEST_CASE(a_stream_fires_completely_with_resting_workers) {
-  run_stream(storage::durability::sync, "dally-real-rest", true);
-}
-
-// dallyd's scheduler as it ships: resting workers, and timers' and other
-// outside jobs put ahead of a busy worker's queue, which leaves the jobs
-// behind them to be stolen or run later.
-BOOST_AUTO_TEST_CASE(a_stream_fires_completely_on_the_prompt_scheduler) {
-  run_stream(storage::durability::sync, "dally-real-prompt", true, true);
 }

@@ -19,12 +19,12 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
+#include "logic/engine_config.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
+#include "runtime/setup.hpp"
 
 namespace {
 
@@ -87,14 +87,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   caf::actor_system_config cfg;
-  dally::actors::add_message_types(cfg);
-  dally::actors::enable_network(cfg);
+  dally::runtime::add_message_types(cfg);
+  dally::net::enable_network(cfg);
   cfg.set("scheduler.max-threads", 2);
   caf::actor_system sys{cfg};
-  auto engine = dally::actors::connect_engine(sys, opts.host, opts.port);
+  auto engine = dally::net::connect_engine(sys, opts.host, opts.port);
   if (!engine) {
     std::fprintf(stderr, "cannot connect: %s\n",
-                 dally::actors::describe(engine.error()).c_str());
+                 dally::net::describe(engine.error()).c_str());
     return 3;
   }
   caf::scoped_actor self{sys};
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   while (sent < opts.count && rc == 0) {
     dally::v1::ScheduleBatchRequest req;
-    auto now = dally::actors::system_wall_clock_ms();
+    auto now = dally::logic::system_wall_clock_ms();
     auto span =
       static_cast<uint64_t>(opts.max_delay_ms - opts.min_delay_ms + 1);
     for (uint32_t i = 0; i < opts.batch && sent < opts.count; ++i, ++sent) {
@@ -115,9 +115,9 @@ int main(int argc, char** argv) {
     }
     self
       ->request(*engine, std::chrono::seconds{10},
-                dally::actors::make_wire(std::move(req)))
+                dally::net::make_wire(std::move(req)))
       .receive(
-        [&](dally::actors::schedule_batch_reply& reply) {
+        [&](dally::net::schedule_batch_reply& reply) {
           std::string out;
           for (const auto& r : reply.pb.results()) {
             if (r.has_scheduled()) {
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
         },
         [&](caf::error& err) {
           std::fprintf(stderr, "request failed: %s\n",
-                       dally::actors::describe(err).c_str());
+                       dally::net::describe(err).c_str());
           rc = 1;
         });
   }

@@ -29,14 +29,14 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include "actors/engine_actor.hpp"
-#include "actors/engine_config.hpp"
-#include "actors/error.hpp"
-#include "actors/remote.hpp"
-#include "actors/system_setup.hpp"
-#include "actors/type_ids.hpp"
 #include "apps/cli_util.hpp"
+#include "logic/engine_config.hpp"
+#include "net/engine_actor.hpp"
+#include "net/error.hpp"
+#include "net/remote.hpp"
+#include "net/type_ids.hpp"
 #include "node.hpp"
+#include "runtime/setup.hpp"
 
 using namespace dally::apps::test;
 using std::chrono::seconds;
@@ -239,7 +239,6 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
   BOOST_CHECK(contains(dhelp.out, "--data-dir"));
   BOOST_CHECK(contains(dhelp.out, "caf-application.ini"));
   BOOST_CHECK(contains(dhelp.out, "--record-cache-mb"));
-  BOOST_CHECK(contains(dhelp.out, "--cpu-slice-us"));
   BOOST_CHECK(contains(dhelp.out, "--task-memtable"));
   for (auto args : std::vector<std::vector<std::string>>{
          {"--bogus"},
@@ -252,8 +251,7 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2) {
          {"--max-message-bytes", "100000"},
          {"--max-message-bytes", "4294967296"},
          {"--record-cache-mb", "1048577"},
-         {"--cpu-slice-us", "50"},
-         {"--cpu-slice-us", "100001"},
+         {"--cpu-slice-us", "100"},
          {"--task-memtable", "hash"},
          {"stray"},
          {"--config-file", "/nonexistent/dally.ini"}}) {
@@ -521,15 +519,15 @@ acking_batch_consumer(dally::batch_consumer_actor::pointer,
                       std::shared_ptr<batch_seen> seen) {
   using namespace dally;
   return {
-    [seen](actors::delivery_msg& d) {
+    [seen](net::delivery_msg& d) {
       std::lock_guard<std::mutex> guard{seen->mtx};
       seen->sizes.push_back(1);
       seen->ids.insert(d.pb.id().task_id());
       v1::DeliveryReply reply;
       reply.set_verdict(v1::DeliveryReply::VERDICT_ACK);
-      return actors::delivery_reply{reply};
+      return net::delivery_reply{reply};
     },
-    [seen](actors::delivery_batch_msg& batch) {
+    [seen](net::delivery_batch_msg& batch) {
       std::lock_guard<std::mutex> guard{seen->mtx};
       seen->sizes.push_back(batch.pb.deliveries_size());
       v1::DeliveryBatchReply reply;
@@ -537,7 +535,7 @@ acking_batch_consumer(dally::batch_consumer_actor::pointer,
         seen->ids.insert(d.id().task_id());
         reply.add_replies()->set_verdict(v1::DeliveryReply::VERDICT_ACK);
       }
-      return actors::delivery_batch_reply{reply};
+      return net::delivery_batch_reply{reply};
     },
   };
 }
@@ -545,11 +543,11 @@ acking_batch_consumer(dally::batch_consumer_actor::pointer,
 BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
   using namespace dally;
   caf::actor_system_config cfg;
-  actors::add_message_types(cfg);
-  actors::enable_network(cfg);
+  runtime::add_message_types(cfg);
+  net::enable_network(cfg);
   caf::actor_system sys{cfg};
-  auto engine = actors::connect_engine(sys, "127.0.0.1", n.port());
-  BOOST_REQUIRE_MESSAGE(engine, actors::describe(engine.error()));
+  auto engine = net::connect_engine(sys, "127.0.0.1", n.port());
+  BOOST_REQUIRE_MESSAGE(engine, net::describe(engine.error()));
   auto seen = std::make_shared<batch_seen>();
   auto consumer = sys.spawn(acking_batch_consumer, seen);
   caf::scoped_actor self{sys};
@@ -558,15 +556,15 @@ BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
   sub.set_max_batch(16);
   bool subscribed = false;
   self
-    ->request(*engine, std::chrono::seconds{10}, actors::subscribe_request{sub},
+    ->request(*engine, std::chrono::seconds{10}, net::subscribe_request{sub},
               consumer)
-    .receive([&](actors::empty_reply&) { subscribed = true; },
+    .receive([&](net::empty_reply&) { subscribed = true; },
              [&](caf::error& err) {
-               BOOST_ERROR("subscribe: " << actors::describe(err));
+               BOOST_ERROR("subscribe: " << net::describe(err));
              });
   BOOST_REQUIRE(subscribed);
   v1::ScheduleBatchRequest req;
-  auto due_ms = actors::system_wall_clock_ms() + 500;
+  auto due_ms = logic::system_wall_clock_ms() + 500;
   for (int i = 0; i < 100; ++i) {
     auto* t = req.add_tasks();
     t->set_topic("bulk");
@@ -576,21 +574,21 @@ BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
   size_t scheduled = 0;
   self
     ->request(*engine, std::chrono::seconds{10},
-              actors::schedule_batch_request{req})
+              net::schedule_batch_request{req})
     .receive(
-      [&](actors::schedule_batch_reply& r) {
+      [&](net::schedule_batch_reply& r) {
         scheduled = static_cast<size_t>(r.pb.results_size());
       },
       [&](caf::error& err) {
-        BOOST_ERROR("schedule_batch: " << actors::describe(err));
+        BOOST_ERROR("schedule_batch: " << net::describe(err));
       });
   BOOST_REQUIRE_EQUAL(scheduled, 100u);
   auto deadline = steady_clock::now() + seconds{30};
   uint64_t acked = 0;
   while (steady_clock::now() < deadline && acked < 100) {
     std::this_thread::sleep_for(std::chrono::milliseconds{50});
-    self->request(*engine, std::chrono::seconds{10}, actors::stats_request{})
-      .receive([&](actors::stats_reply& r) { acked = r.pb.acked(); },
+    self->request(*engine, std::chrono::seconds{10}, net::stats_request{})
+      .receive([&](net::stats_reply& r) { acked = r.pb.acked(); },
                [&](caf::error&) {});
   }
   BOOST_TEST(acked == 100u);
@@ -605,11 +603,10 @@ BOOST_FIXTURE_TEST_CASE(a_remote_batch_consumer_gets_batches, fixture) {
 /// Whether a stats request through `engine` is answered.
 bool answers_stats(caf::scoped_actor& self, const dally::engine_actor& engine) {
   bool answered = false;
-  self
-    ->request(engine, std::chrono::seconds{10}, dally::actors::stats_request{})
-    .receive([&](dally::actors::stats_reply&) { answered = true; },
+  self->request(engine, std::chrono::seconds{10}, dally::net::stats_request{})
+    .receive([&](dally::net::stats_reply&) { answered = true; },
              [&](caf::error& err) {
-               BOOST_ERROR("stats: " << dally::actors::describe(err));
+               BOOST_ERROR("stats: " << dally::net::describe(err));
              });
   return answered;
 }
@@ -623,23 +620,23 @@ BOOST_AUTO_TEST_CASE(connecting_again_reuses_the_stand_in) {
   std::optional<node> n;
   n.emplace(dir.str("data"), dir.str("dallyd1.log"));
   caf::actor_system_config cfg;
-  actors::add_message_types(cfg);
-  actors::enable_network(cfg);
+  runtime::add_message_types(cfg);
+  net::enable_network(cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  auto first = actors::connect_engine(sys, "127.0.0.1", n->port());
-  BOOST_REQUIRE_MESSAGE(first, actors::describe(first.error()));
+  auto first = net::connect_engine(sys, "127.0.0.1", n->port());
+  BOOST_REQUIRE_MESSAGE(first, net::describe(first.error()));
   BOOST_REQUIRE(answers_stats(self, *first));
   for (int i = 0; i < 20; ++i) {
-    auto again = actors::connect_engine(sys, "127.0.0.1", n->port());
-    BOOST_REQUIRE_MESSAGE(again, actors::describe(again.error()));
+    auto again = net::connect_engine(sys, "127.0.0.1", n->port());
+    BOOST_REQUIRE_MESSAGE(again, net::describe(again.error()));
     BOOST_CHECK(*again == *first);
   }
   // Another limit is another stand-in: the limit is what it enforces.
-  actors::connect_options other;
+  net::connect_options other;
   other.max_message_bytes = 1 << 20;
-  auto limited = actors::connect_engine(sys, "127.0.0.1", n->port(), other);
-  BOOST_REQUIRE_MESSAGE(limited, actors::describe(limited.error()));
+  auto limited = net::connect_engine(sys, "127.0.0.1", n->port(), other);
+  BOOST_REQUIRE_MESSAGE(limited, net::describe(limited.error()));
   BOOST_CHECK(*limited != *first);
   BOOST_CHECK(answers_stats(self, *limited));
   // An exit ends a stand-in for every holder; the next connect gets a new
@@ -650,8 +647,8 @@ BOOST_AUTO_TEST_CASE(connecting_again_reuses_the_stand_in) {
   self->receive([&](caf::down_msg&) { gone = true; },
                 caf::after(std::chrono::seconds{10}) >> [] {});
   BOOST_REQUIRE(gone);
-  auto replaced = actors::connect_engine(sys, "127.0.0.1", n->port(), other);
-  BOOST_REQUIRE_MESSAGE(replaced, actors::describe(replaced.error()));
+  auto replaced = net::connect_engine(sys, "127.0.0.1", n->port(), other);
+  BOOST_REQUIRE_MESSAGE(replaced, net::describe(replaced.error()));
   BOOST_CHECK(*replaced != *limited);
   BOOST_CHECK(answers_stats(self, *replaced));
   // Once the node is gone the stand-in has exited; connecting to its
@@ -663,8 +660,8 @@ BOOST_AUTO_TEST_CASE(connecting_again_reuses_the_stand_in) {
                 caf::after(std::chrono::seconds{10}) >> [] {});
   BOOST_REQUIRE(down);
   n.emplace(dir.str("data"), dir.str("dallyd2.log"));
-  auto fresh = actors::connect_engine(sys, "127.0.0.1", n->port());
-  BOOST_REQUIRE_MESSAGE(fresh, actors::describe(fresh.error()));
+  auto fresh = net::connect_engine(sys, "127.0.0.1", n->port());
+  BOOST_REQUIRE_MESSAGE(fresh, net::describe(fresh.error()));
   BOOST_CHECK(*fresh != *first);
   BOOST_CHECK(answers_stats(self, *fresh));
 }
@@ -785,8 +782,7 @@ BOOST_AUTO_TEST_CASE(max_message_bytes_still_takes_a_largest_payload) {
 }
 
 /// A batch of `count` tasks with payloads of `payload_bytes`, due in 1 h.
-dally::actors::schedule_batch_request big_batch(int count,
-                                                size_t payload_bytes) {
+dally::net::schedule_batch_request big_batch(int count, size_t payload_bytes) {
   dally::v1::ScheduleBatchRequest req;
   for (int i = 0; i < count; ++i) {
     auto* t = req.add_tasks();
@@ -794,7 +790,7 @@ dally::actors::schedule_batch_request big_batch(int count,
     t->set_payload(std::string(payload_bytes, static_cast<char>('a' + i)));
     t->mutable_when()->set_in_ms(3'600'000);
   }
-  return dally::actors::schedule_batch_request{req};
+  return dally::net::schedule_batch_request{req};
 }
 
 BOOST_AUTO_TEST_CASE(a_request_too_large_for_the_node_fails_alone) {
@@ -804,44 +800,42 @@ BOOST_AUTO_TEST_CASE(a_request_too_large_for_the_node_fails_alone) {
          dir.str("dallyd.log"),
          {"--max-payload-bytes", "100000", "--max-message-bytes", "165536"}};
   caf::actor_system_config cfg;
-  actors::add_message_types(cfg);
-  actors::enable_network(cfg);
+  runtime::add_message_types(cfg);
+  net::enable_network(cfg);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   // A client told the node's limit refuses the request itself, at once,
   // and its connection keeps serving.
-  actors::connect_options told;
+  net::connect_options told;
   told.max_message_bytes = 165536;
-  auto engine = actors::connect_engine(sys, "127.0.0.1", n.port(), told);
-  BOOST_REQUIRE_MESSAGE(engine, actors::describe(engine.error()));
+  auto engine = net::connect_engine(sys, "127.0.0.1", n.port(), told);
+  BOOST_REQUIRE_MESSAGE(engine, net::describe(engine.error()));
   std::optional<core::error> refused;
   self->request(*engine, seconds{30}, big_batch(2, 100000))
-    .receive(
-      [&](actors::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
-      [&](caf::error& err) { refused = actors::from_caf(err); });
+    .receive([&](net::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
+             [&](caf::error& err) { refused = net::from_caf(err); });
   BOOST_REQUIRE(refused);
   BOOST_CHECK_MESSAGE(refused->code() == core::errc::request_too_large,
                       refused->message());
   int scheduled = 0;
   self->request(*engine, seconds{30}, big_batch(1, 100000))
     .receive(
-      [&](actors::schedule_batch_reply& r) { scheduled = r.pb.results_size(); },
+      [&](net::schedule_batch_reply& r) { scheduled = r.pb.results_size(); },
       [&](caf::error& err) {
-        BOOST_ERROR("one largest task: " << actors::describe(err));
+        BOOST_ERROR("one largest task: " << net::describe(err));
       });
   BOOST_CHECK_EQUAL(scheduled, 1);
   // A client that assumes the default limit sends it; the node drops that
   // connection, and the request fails as soon as the connection is gone,
   // not at its 30 s timeout. The handle goes down with it.
-  auto unaware = actors::connect_engine(sys, "127.0.0.1", n.port());
-  BOOST_REQUIRE_MESSAGE(unaware, actors::describe(unaware.error()));
+  auto unaware = net::connect_engine(sys, "127.0.0.1", n.port());
+  BOOST_REQUIRE_MESSAGE(unaware, net::describe(unaware.error()));
   self->monitor(*unaware);
   auto sent = steady_clock::now();
   std::optional<core::error> lost;
   self->request(*unaware, seconds{30}, big_batch(2, 100000))
-    .receive(
-      [&](actors::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
-      [&](caf::error& err) { lost = actors::from_caf(err); });
+    .receive([&](net::schedule_batch_reply&) { BOOST_ERROR("batch accepted"); },
+             [&](caf::error& err) { lost = net::from_caf(err); });
   auto waited = steady_clock::now() - sent;
   BOOST_REQUIRE(lost);
   BOOST_CHECK_MESSAGE(lost->code() == core::errc::unavailable, lost->message());
@@ -978,8 +972,7 @@ BOOST_AUTO_TEST_CASE(sigterm_then_restart_sees_tasks) {
     auto code = n.stop();
     BOOST_CHECK_MESSAGE(code == 0, "exit " << code << "; log:\n" << n.log());
     BOOST_CHECK(contains(n.log(), "stopped"));
-    // What the kernel granted CAF's threads: a count, or its default.
-    BOOST_CHECK(contains(n.log(), "CPU slice: "));
+    BOOST_CHECK(contains(n.log(), "scheduler: CAF stealing"));
   }
   {
     // The lock is gone: a restart serves the same tasks.
