@@ -152,6 +152,39 @@ bool is_lock_error(const rocksdb::Status& status) {
          text.find("lock hold by current process") != std::string::npos;
 }
 
+cf_id cf_of(record_family family) {
+  switch (family) {
+    case record_family::tasks:
+      return cf_tasks;
+    case record_family::due:
+      return cf_due;
+    case record_family::keys:
+      return cf_keys;
+    case record_family::dead:
+      return cf_dead;
+  }
+  return cf_tasks;
+}
+
+/// A quarantined record's key: its family's name, a zero byte and its key.
+std::string quarantine_key(cf_id cf, std::string_view key) {
+  std::string out = cf_names[cf];
+  out.push_back('\0');
+  out += key;
+  return out;
+}
+
+/// A quarantined record's value: the reason's length (4 bytes big-endian),
+/// the reason and the original value.
+std::string quarantine_value(std::string_view reason, std::string_view value) {
+  std::string out;
+  out.reserve(4 + reason.size() + value.size());
+  put_be32(out, static_cast<uint32_t>(reason.size()));
+  out += reason;
+  out += value;
+  return out;
+}
+
 /// Collects a WriteBatch, keeping the first failure (a key or value too
 /// large for a batch) instead of checking every call.
 class batch_builder {
@@ -209,15 +242,6 @@ std::string encode_task_key(core::task_id id) {
 // -- state --------------------------------------------------------------------
 
 struct rocks_task_store::impl {
-  /// A record to move aside, with the due keys to drop along with it.
-  struct quarantine_item {
-    cf_id cf;
-    std::string key;
-    std::string value;
-    std::string reason;
-    std::vector<std::string> due_keys;
-  };
-
   store_options opts;
   /// Wraps opts.file_system; must outlive db.
   std::unique_ptr<rocksdb::Env> env;
@@ -253,6 +277,12 @@ struct rocks_task_store::impl {
   /// The record being encoded into a commit's batch (which copies it):
   /// reused, so that a write allocates no buffer per record.
   std::string value_scratch;
+  /// What the commit being built decided, kept only for `opts.on_commit`
+  /// (see committed_batch).
+  std::vector<size_t> index_written;
+  std::vector<due_key> index_writes;
+  /// The commit being built quarantines records.
+  bool quarantines_now = false;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -262,8 +292,10 @@ struct rocks_task_store::impl {
     if (!db)
       return;
     // A clean close leaves a complete index (older builds read it too); if
-    // this fails, the next open indexes from the mark in the meta.
-    index_all("indexing deferred tasks at close");
+    // this fails, or the store stopped accepting writes, the next open
+    // indexes from the mark in the meta.
+    if (!needs_resume)
+      index_all("indexing deferred tasks at close");
     for (auto* handle : handles)
       db->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
     db->Close().PermitUncheckedError();
@@ -273,16 +305,23 @@ struct rocks_task_store::impl {
     return "shard " + std::to_string(opts.shard) + " in " + opts.path;
   }
 
-  core::error write(batch_builder& builder, bool sync,
-                    const std::string& what) {
+  /// Writes `builder`; `what` and `ops` name the write in an error.
+  core::error write(batch_builder& builder, bool sync, std::string_view what,
+                    size_t ops) {
+    auto name = [&] {
+      std::string out{what};
+      if (ops > 0)
+        out += " of " + std::to_string(ops) + " mutations";
+      return out;
+    };
     if (!builder.status().ok())
-      return from_status(builder.status(), what);
+      return from_status(builder.status(), name());
     rocksdb::WriteOptions options;
     options.sync = sync;
     auto status = db->Write(options, &builder.batch());
     if (!status.ok()) {
       needs_resume = true;
-      return from_status(status, what + " (" + where() + ")");
+      return from_status(status, name() + " (" + where() + ")");
     }
     if (sync) {
       dirty = false;
@@ -327,58 +366,298 @@ struct rocks_task_store::impl {
     return {};
   }
 
-  /// Adds the moves of `items` to `builder`.
-  static void add_moves(batch_builder& builder,
-                        const std::vector<quarantine_item>& items) {
-    for (const auto& item : items) {
-      std::string key = cf_names[item.cf];
-      key.push_back('\0');
-      key += item.key;
-      std::string value;
-      put_be32(value, static_cast<uint32_t>(item.reason.size()));
-      value += item.reason;
-      value += item.value;
-      builder.put(cf_quarantine, key, value);
-      builder.erase(item.cf, item.key);
-      for (const auto& due : item.due_keys)
-        builder.erase(cf_due, due);
-    }
-  }
+  // -- the one write path -----------------------------------------------------
 
-  /// Records that `items` were moved, once their batch is written.
-  void note_moved(const std::vector<quarantine_item>& items) {
-    for (const auto& item : items) {
-      quarantined.push_back({describe(item.cf, item.key), item.reason});
-      ++stats.quarantined;
-      // A deferred entry of a task moved aside is never to be written.
-      if (item.cf == cf_tasks && item.key.size() == id_key_bytes) {
-        auto id = get_be64(item.key);
-        if (auto at = deferred.drop(id))
-          recovered.erase(due_key{*at, id});
-      }
-    }
-  }
+  /// Adds the ops of a batch to the RocksDB batch being built, each
+  /// stamped with the next seq of `next`.
+  struct op_writer {
+    impl& s;
+    batch_builder& builder;
+    shard_meta& next;
+    /// The op's position in its batch.
+    size_t pos = 0;
 
-  /// Moves `items` aside in one atomic write.
-  core::error quarantine(const std::vector<quarantine_item>& items) {
-    if (items.empty())
+    stamp next_stamp() { return stamp{next.epoch, ++next.last_seq}; }
+
+    /// Stamped as it is encoded: no copy of the record.
+    core::error put_value(const task_record& rec) {
+      if (auto err = encode_stamped(rec, next_stamp(), s.value_scratch))
+        return err;
+      builder.put(cf_tasks, encode_task_key(rec.task.id), s.value_scratch);
+      // A large payload's buffer is not kept for every record after it.
+      if (s.value_scratch.capacity() > kept_buffer_bytes)
+        std::string{}.swap(s.value_scratch);
       return {};
-    batch_builder builder{cfs};
-    add_moves(builder, items);
-    if (auto err = write(builder, false, "quarantine"))
+    }
+
+    core::error put_record(const task_record& rec) {
+      if (auto err = put_value(rec))
+        return err;
+      builder.put(cf_due, encode_due(write_batch::key_of(rec)), {});
+      return {};
+    }
+
+    /// Drops the index entry `key`, unless it was deferred and never
+    /// written.
+    void erase_due(const due_key& key) {
+      if (!s.deferred.take(key.id))
+        builder.erase(cf_due, encode_due(key));
+    }
+
+    core::error operator()(const write_batch::put_op& x) {
+      if (x.defer_index) {
+        if (s.deferred.defer(x.rec.task.id, x.rec.index_ms()))
+          return put_value(x.rec);
+        if (s.opts.on_commit)
+          s.index_written.push_back(pos);
+      }
+      // Written now: any deferred entry of the id is settled.
+      s.deferred.take(x.rec.task.id);
+      return put_record(x.rec);
+    }
+
+    core::error operator()(const write_batch::replace_op& x) {
+      // A delivery, touch or give-back keeps the index entry (deferred or
+      // not): only the record changes.
+      if (x.before == write_batch::key_of(x.after)) {
+        s.deferred.note_rewritten(x.after.task.id);
+        return put_value(x.after);
+      }
+      erase_due(x.before);
+      return put_record(x.after);
+    }
+
+    core::error operator()(const write_batch::erase_op& x) {
+      next_stamp();
+      if (s.put_once(x.key.id))
+        builder.erase_once_put(cf_tasks, encode_task_key(x.key.id));
+      else
+        builder.erase(cf_tasks, encode_task_key(x.key.id));
+      erase_due(x.key);
+      return {};
+    }
+
+    core::error operator()(const write_batch::bury_op& x) {
+      auto dead = x.dead;
+      dead.record.stamp = next_stamp();
+      auto bytes = encode(dead);
+      if (!bytes)
+        return bytes.err();
+      builder.erase(cf_tasks, encode_task_key(x.key.id));
+      erase_due(x.key);
+      builder.put(cf_dead, encode_task_key(dead.record.task.id), *bytes);
+      return {};
+    }
+
+    core::error operator()(const write_batch::revive_op& x) {
+      builder.erase(cf_dead, encode_task_key(x.dead_id));
+      return put_record(x.rec);
+    }
+
+    core::error operator()(const write_batch::drop_dead_op& x) {
+      next_stamp();
+      builder.erase(cf_dead, encode_task_key(x.id));
+      return {};
+    }
+
+    core::error operator()(const write_batch::put_key_op& x) {
+      next_stamp();
+      builder.put(cf_keys, x.key, encode(x.entry));
+      return {};
+    }
+
+    core::error operator()(const write_batch::erase_key_op& x) {
+      next_stamp();
+      builder.erase(cf_keys, x.key);
+      return {};
+    }
+
+    core::error operator()(const write_batch::quarantine_op& x) {
+      next_stamp();
+      auto cf = cf_of(x.family);
+      builder.put(cf_quarantine, quarantine_key(cf, x.key),
+                  quarantine_value(x.reason, x.value));
+      builder.erase(cf, x.key);
+      // A deferred entry of a task moved aside is never to be written.
+      if (cf == cf_tasks && x.key.size() == id_key_bytes)
+        s.deferred.take(get_be64(x.key));
+      for (const auto& due : x.due)
+        builder.erase(cf_due, encode_due(due));
+      s.quarantines_now = true;
+      return {};
+    }
+
+    core::error operator()(const write_batch::index_op& x) {
+      next_stamp();
+      s.deferred.take(x.key.id);
+      builder.put(cf_due, encode_due(x.key), {});
+      return {};
+    }
+  };
+
+  /// Every change to the store goes through here, so that `opts.on_commit`
+  /// sees the whole history: writes `batch` and the shard meta after it in
+  /// one atomic write, each op stamped with the next seq, and reports it.
+  /// With `follow`, `batch` is an entry of another store's history (see
+  /// `apply`): it must continue this store's stamps, its puts' deferrals
+  /// are taken as they are, and its meta becomes this store's.
+  /// `sync_always` fsyncs whatever the durability.
+  core::error commit_batch(const write_batch& batch, std::string_view what,
+                           const replicated_batch* follow = nullptr,
+                           bool sync_always = false) {
+    if (auto err = ensure_writable())
       return err;
-    note_moved(items);
+    if (follow != nullptr)
+      if (auto err = check_follow(*follow))
+        return err;
+    auto next = meta;
+    next.next_local_id = next_local_id;
+    next.epoch = follow != nullptr ? follow->first.epoch : epoch;
+    next.fire_horizon_ms = std::max(next.fire_horizon_ms, fire_horizon_ms);
+    auto first = stamp{next.epoch, next.last_seq + 1};
+    batch_builder builder{cfs};
+    // What an earlier commit that failed had begun to change is undone.
+    deferred.discard();
+    index_written.clear();
+    index_writes.clear();
+    quarantines_now = false;
+    op_writer writer{*this, builder, next};
+    for (const auto& op : batch.ops()) {
+      if (auto err = std::visit(writer, op))
+        return err;
+      ++writer.pos;
+    }
+    if (follow != nullptr)
+      next = follow->meta;
+    else
+      next.unindexed_from = age_deferred(builder, next);
+    auto sync =
+      sync_always || (opts.durability == durability::sync && batch.urgent());
+    if (follow == nullptr && !sync)
+      reserve_ids(next);
+    // A reservation that moved is fsync'd before any id past the old one
+    // goes out (see reserve_ids).
+    if (next.reserved_local_id != meta.reserved_local_id)
+      sync = true;
+    builder.put(cf_meta, meta_key, encode(next));
+    if (auto err = write(builder, sync, what, batch.size()))
+      return err;
+    settle(batch, next, follow != nullptr);
+    if (opts.on_commit)
+      opts.on_commit(
+        committed_batch{batch, index_written, index_writes, first, meta});
     return {};
+  }
+
+  /// Takes in a commit that was written.
+  void settle(const write_batch& batch, const shard_meta& next, bool follow) {
+    meta = next;
+    if (follow) {
+      // As after a reopen: ids up to the reservation may have gone out.
+      next_local_id =
+        std::max({next_local_id, meta.next_local_id, meta.reserved_local_id});
+      epoch = std::max(epoch, meta.epoch);
+      fire_horizon_ms = std::max(fire_horizon_ms, meta.fire_horizon_ms);
+    }
+    deferred.apply([this](core::task_id id, int64_t at) {
+      recovered.erase(due_key{at, id});
+    });
+    if (quarantines_now)
+      for (const auto& op : batch.ops())
+        if (const auto* x = std::get_if<write_batch::quarantine_op>(&op)) {
+          quarantined.push_back(
+            {describe(cf_of(x->family), x->key), x->reason});
+          ++stats.quarantined;
+        }
+    ++stats.commits;
+    stats.mutations += batch.size();
+  }
+
+  /// Whether `entry` continues this store's history: same shard, an epoch
+  /// not below this store's, and stamps right after its last.
+  core::error check_follow(const replicated_batch& entry) const {
+    const auto& m = entry.meta;
+    if (m.shard != opts.shard || m.shard_count != opts.shard_count)
+      return core::error{
+        errc::invalid_request,
+        "an entry of shard " + std::to_string(m.shard) + " of " +
+          std::to_string(m.shard_count) + " does not apply to the store of " +
+          where() + " (shard count " + std::to_string(opts.shard_count) + ")"};
+    if (entry.first.epoch < epoch)
+      return core::error{errc::stale_epoch,
+                         "an entry of epoch " +
+                           std::to_string(entry.first.epoch) +
+                           " is older than the current epoch " +
+                           std::to_string(epoch) + " of " + where()};
+    if (entry.first.seq != meta.last_seq + 1 ||
+        m.last_seq + 1 != entry.first.seq + entry.batch.size() ||
+        m.epoch != entry.first.epoch)
+      return core::error{
+        errc::invalid_request,
+        "an entry with seqs " + std::to_string(entry.first.seq) + " to " +
+          std::to_string(m.last_seq) + " (" +
+          std::to_string(entry.batch.size()) + " ops) does not follow seq " +
+          std::to_string(meta.last_seq) + " of " + where()};
+    return {};
+  }
+
+  /// Without a sync per commit, the id counter could be lost with unsynced
+  /// commits and their ids reused. The commit that first uses an id past
+  /// the durable reservation is fsync'd and moves the reservation well
+  /// ahead.
+  static void reserve_ids(shard_meta& next) {
+    if (next.next_local_id > next.reserved_local_id)
+      next.reserved_local_id =
+        next.next_local_id > UINT64_MAX - id_reservation_block
+          ? UINT64_MAX
+          : next.next_local_id + id_reservation_block;
+  }
+
+  /// Writes the oldest deferred entries beyond the bound (in open entries,
+  /// and twice that in the span of ids they cover), each an index op of
+  /// the history after the batch's; returns the lowest id still deferred
+  /// after the batch, or 0.
+  core::task_id age_deferred(batch_builder& builder, shard_meta& next) {
+    bool listening = static_cast<bool>(opts.on_commit);
+    return deferred.age([&](core::task_id id, int64_t at) {
+      builder.put(cf_due, encode_due({at, id}), {});
+      ++next.last_seq;
+      if (listening)
+        index_writes.push_back(due_key{at, id});
+    });
+  }
+
+  /// Writes every deferred index entry, which clears the mark in the meta.
+  core::error index_all(std::string_view what) {
+    if (deferred.empty() && meta.unindexed_from == 0)
+      return {};
+    write_batch batch;
+    deferred.for_each_open([&batch](core::task_id id, int64_t at) {
+      batch.index({at, id});
+    });
+    batch.set_urgent(opts.durability == durability::sync);
+    return commit_batch(batch, what);
+  }
+
+  // -- quarantine -------------------------------------------------------------
+
+  /// Moves the records `batch` quarantines aside, in a commit nobody
+  /// waits for.
+  core::error quarantine(write_batch& batch) {
+    if (batch.empty())
+      return {};
+    batch.set_urgent(false);
+    return commit_batch(batch, "quarantine");
   }
 
   /// Quarantines one record and returns the corrupt_record error reporting
   /// it.
-  core::error quarantine_one(quarantine_item item) {
-    auto what = describe(item.cf, item.key);
-    auto reason = item.reason;
-    std::vector<quarantine_item> items;
-    items.push_back(std::move(item));
-    if (auto err = quarantine(items))
+  core::error quarantine_one(write_batch::quarantine_op op) {
+    auto what = describe(cf_of(op.family), op.key);
+    auto reason = op.reason;
+    write_batch batch;
+    batch.ops().emplace_back(std::move(op));
+    if (auto err = quarantine(batch))
       return core::error{
         errc::corrupt_record,
         what + " does not decode (" + reason +
@@ -392,19 +671,19 @@ struct rocks_task_store::impl {
   /// bytes parse as a TaskRecord, its entries at the due time, the retry
   /// time and the lease deadline (older stores index in-flight tasks
   /// there); at most one of them exists.
-  static std::vector<std::string> due_keys_of(std::string_view raw,
-                                              core::task_id id) {
+  static std::vector<due_key> due_keys_of(std::string_view raw,
+                                          core::task_id id) {
     v1::TaskRecord msg;
     if (raw.size() > static_cast<size_t>(std::numeric_limits<int>::max()) ||
         !msg.ParseFromArray(raw.data(), static_cast<int>(raw.size())))
       return {};
-    std::vector<std::string> keys;
+    std::vector<due_key> keys;
     for (int64_t at :
          {msg.due_ms(), msg.retry_at_ms(), msg.lease_deadline_ms()})
       if (at != 0 || keys.empty()) {
-        auto key = encode_due({at, id});
+        due_key key{at, id};
         if (std::find(keys.begin(), keys.end(), key) == keys.end())
-          keys.push_back(std::move(key));
+          keys.push_back(key);
       }
     return keys;
   }
@@ -429,10 +708,11 @@ struct rocks_task_store::impl {
     return dead;
   }
 
-  quarantine_item bad_task(std::string key, std::string raw,
-                           const core::error& err) {
+  /// The quarantine op of task record `key` whose value `raw` is corrupt.
+  static write_batch::quarantine_op bad_task(std::string key, std::string raw,
+                                             const core::error& err) {
     auto due = due_keys_of(raw, get_be64(key));
-    return {cf_tasks, std::move(key), std::move(raw), err.message(),
+    return {record_family::tasks, std::move(key), std::move(raw), err.message(),
             std::move(due)};
   }
 
@@ -458,39 +738,15 @@ struct rocks_task_store::impl {
   /// crash does not count: what was written for it before is unknown.
   bool put_once(core::task_id id) const { return deferred.put_once(id); }
 
-  /// Writes the oldest deferred entries beyond the bound (in open entries,
-  /// and twice that in the span of ids they cover); returns the lowest id
-  /// still deferred after the batch, or 0.
-  core::task_id age_deferred(batch_builder& builder) {
-    return deferred.age([&builder](core::task_id id, int64_t at) {
-      builder.put(cf_due, encode_due({at, id}), {});
-    });
-  }
+  // -- open -------------------------------------------------------------------
 
-  /// Takes in the deferred entries of a batch that was written.
-  void apply_deferred() {
-    deferred.apply([this](core::task_id id, int64_t at) {
-      recovered.erase(due_key{at, id});
-    });
-  }
-
-  /// Writes every deferred index entry and clears the mark in the meta.
-  core::error index_all(const std::string& what) {
-    if (deferred.empty() && meta.unindexed_from == 0)
-      return {};
-    batch_builder builder{cfs};
-    deferred.for_each_open([&builder](core::task_id id, int64_t at) {
-      builder.put(cf_due, encode_due({at, id}), {});
-    });
-    auto next = meta;
-    next.unindexed_from = 0;
-    builder.put(cf_meta, meta_key, encode(next));
-    if (auto err = write(builder, opts.durability == durability::sync, what))
+  /// Reads the meta and what a crash left (after RocksDB opened).
+  core::error start() {
+    if (auto err = load_meta())
       return err;
-    meta = next;
-    deferred.clear();
-    recovered.clear();
-    return {};
+    if (auto err = count_quarantine())
+      return err;
+    return recover_deferred();
   }
 
   /// After a crash: the tasks from meta.unindexed_from on may lack their
@@ -505,7 +761,7 @@ struct rocks_task_store::impl {
     std::unique_ptr<rocksdb::Iterator> it{
       db->NewIterator(rocksdb::ReadOptions{}, cfs[cf_tasks])};
     auto start = encode_task_key(meta.unindexed_from);
-    std::vector<quarantine_item> bad;
+    write_batch bad;
     for (it->Seek(slice(start)); it->Valid(); it->Next()) {
       auto key = it->key().ToString();
       if (key.size() != id_key_bytes)
@@ -514,7 +770,8 @@ struct rocks_task_store::impl {
       auto raw = it->value().ToString();
       auto rec = decode_task(raw, id);
       if (!rec) {
-        bad.push_back(bad_task(std::move(key), std::move(raw), rec.err()));
+        bad.ops().emplace_back(
+          bad_task(std::move(key), std::move(raw), rec.err()));
         continue;
       }
       auto at = rec->index_ms();
@@ -524,94 +781,11 @@ struct rocks_task_store::impl {
     if (!it->status().ok())
       return from_status(it->status(),
                          "reading the tasks of " + where() + " after a crash");
+    it.reset();
     // A disk that refuses the move leaves the record where get() will find
     // and quarantine it later.
     quarantine(bad);
     return {};
-  }
-
-  core::error add_op(batch_builder& builder, shard_meta& next,
-                     const write_batch::op& op) {
-    // Stamped as it is encoded: no copy of the record.
-    auto put_value = [&](const task_record& rec) -> core::error {
-      if (auto err = encode_stamped(rec, stamp{next.epoch, ++next.last_seq},
-                                    value_scratch))
-        return err;
-      builder.put(cf_tasks, encode_task_key(rec.task.id), value_scratch);
-      // A large payload's buffer is not kept for every record after it.
-      if (value_scratch.capacity() > kept_buffer_bytes)
-        std::string{}.swap(value_scratch);
-      return {};
-    };
-    auto put_record = [&](const task_record& rec) -> core::error {
-      if (auto err = put_value(rec))
-        return err;
-      builder.put(cf_due, encode_due(write_batch::key_of(rec)), {});
-      return {};
-    };
-    return std::visit(
-      overloaded{
-        [&](const write_batch::put_op& x) {
-          if (x.defer_index && deferred.defer(x.rec.task.id, x.rec.index_ms()))
-            return put_value(x.rec);
-          // Written now: any deferred entry of the id is settled.
-          deferred.take(x.rec.task.id);
-          return put_record(x.rec);
-        },
-        [&](const write_batch::replace_op& x) {
-          // A delivery, touch or give-back keeps the index
-          // entry (deferred or not): only the record changes.
-          if (x.before == write_batch::key_of(x.after)) {
-            deferred.note_rewritten(x.after.task.id);
-            return put_value(x.after);
-          }
-          if (!deferred.take(x.before.id))
-            builder.erase(cf_due, encode_due(x.before));
-          return put_record(x.after);
-        },
-        [&](const write_batch::erase_op& x) {
-          ++next.last_seq;
-          if (put_once(x.key.id))
-            builder.erase_once_put(cf_tasks, encode_task_key(x.key.id));
-          else
-            builder.erase(cf_tasks, encode_task_key(x.key.id));
-          if (!deferred.take(x.key.id))
-            builder.erase(cf_due, encode_due(x.key));
-          return core::error{};
-        },
-        [&](const write_batch::bury_op& x) {
-          auto dead = x.dead;
-          dead.record.stamp = stamp{next.epoch, ++next.last_seq};
-          auto bytes = encode(dead);
-          if (!bytes)
-            return bytes.err();
-          builder.erase(cf_tasks, encode_task_key(x.key.id));
-          if (!deferred.take(x.key.id))
-            builder.erase(cf_due, encode_due(x.key));
-          builder.put(cf_dead, encode_task_key(dead.record.task.id), *bytes);
-          return core::error{};
-        },
-        [&](const write_batch::revive_op& x) {
-          builder.erase(cf_dead, encode_task_key(x.dead_id));
-          return put_record(x.rec);
-        },
-        [&](const write_batch::drop_dead_op& x) {
-          ++next.last_seq;
-          builder.erase(cf_dead, encode_task_key(x.id));
-          return core::error{};
-        },
-        [&](const write_batch::put_key_op& x) {
-          ++next.last_seq;
-          builder.put(cf_keys, x.key, encode(x.entry));
-          return core::error{};
-        },
-        [&](const write_batch::erase_key_op& x) {
-          ++next.last_seq;
-          builder.erase(cf_keys, x.key);
-          return core::error{};
-        },
-      },
-      op);
   }
 
   /// Starts stats.quarantined at the records moved aside before this open,
@@ -626,18 +800,18 @@ struct rocks_task_store::impl {
     return {};
   }
 
-  /// Reads the shard meta, or writes a fresh one into a new store.
+  /// Reads the shard meta, or commits a fresh one into a new store.
   core::error load_meta() {
     auto raw = read(cf_meta, meta_key);
     if (!raw)
       return raw.err();
     if (!*raw) {
+      meta = shard_meta{opts.shard, opts.shard_count, 0, 0, 0};
       // Local id 0 is skipped so that task id 0 never exists: it stays free
       // to mean "no task" and "from the start" (dead_letters(0, n)).
-      meta = shard_meta{opts.shard, opts.shard_count, 1, 0, 0};
-      batch_builder builder{cfs};
-      builder.put(cf_meta, meta_key, encode(meta));
-      return write(builder, true, "initializing the shard meta");
+      next_local_id = 1;
+      return commit_batch(write_batch{}, "initializing the shard meta", nullptr,
+                          true);
     }
     auto decoded = decode_shard_meta(**raw);
     if (!decoded) {
@@ -659,7 +833,77 @@ struct rocks_task_store::impl {
                            ", not shard " + std::to_string(opts.shard) +
                            " of " + std::to_string(opts.shard_count)};
     meta = *decoded;
+    // Ids up to the reservation may have gone out in commits a power loss
+    // took back: never hand them out again.
+    next_local_id = std::max(meta.next_local_id, meta.reserved_local_id);
+    epoch = meta.epoch;
     return {};
+  }
+
+  // -- key expiry -------------------------------------------------------------
+
+  /// A round of expire_keys: how far it may go and what it found.
+  struct key_sweep {
+    int64_t now_ms = 0;
+    size_t limit = 0;
+    /// Keys it may still examine, expired or not.
+    size_t visits_left = 0;
+    size_t expired = 0;
+    /// Where the next round resumes (after this key), unset to wrap.
+    std::optional<std::string> stopped_at;
+    std::optional<std::string> last_visited;
+    /// The expired keys' erasures and the quarantine of bad entries.
+    write_batch batch;
+  };
+
+  /// Visits the keys in [from, to) (the whole range where unset), stopping
+  /// at the limit or when its visits are used up; false once it stopped.
+  core::result<bool> sweep_keys(key_sweep& sweep,
+                                std::optional<std::string_view> from,
+                                std::optional<std::string_view> to) {
+    rocksdb::ReadOptions options;
+    rocksdb::Slice upper;
+    if (to) {
+      upper = slice(*to);
+      options.iterate_upper_bound = &upper;
+    }
+    std::unique_ptr<rocksdb::Iterator> it{
+      db->NewIterator(options, cfs[cf_keys])};
+    if (from)
+      it->Seek(slice(*from));
+    else
+      it->SeekToFirst();
+    for (; it->Valid(); it->Next())
+      if (!sweep_key(sweep, view(it->key()), view(it->value())))
+        return false;
+    if (!it->status().ok())
+      return from_status(it->status(),
+                         "scanning the idempotency keys of " + where());
+    return true;
+  }
+
+  /// Examines one key; false once the sweep stops.
+  static bool sweep_key(key_sweep& sweep, std::string_view key,
+                        std::string_view value) {
+    if (sweep.visits_left == 0) {
+      // The next call resumes at this key, right after the last visited.
+      sweep.stopped_at = sweep.last_visited;
+      return false;
+    }
+    --sweep.visits_left;
+    sweep.last_visited = std::string{key};
+    auto entry = decode_idempotency_entry(value);
+    if (!entry) {
+      sweep.batch.quarantine(record_family::keys, std::string{key},
+                             std::string{value}, entry.err().message());
+    } else if (sweep.now_ms > entry->expires_ms) {
+      sweep.batch.erase_key(std::string{key});
+      if (++sweep.expired == sweep.limit) {
+        sweep.stopped_at = std::string{key};
+        return false;
+      }
+    }
+    return true;
   }
 };
 
@@ -699,10 +943,7 @@ core::error create_durable_dirs(rocksdb::FileSystem& fs,
   return {};
 }
 
-} // namespace
-
-core::result<std::unique_ptr<rocks_task_store>>
-rocks_task_store::open(const store_options& opts) {
+core::error check_options(const store_options& opts) {
   if (opts.path.empty())
     return core::error{errc::store_unavailable, "store path is empty"};
   if (opts.shard_count == 0 || opts.shard >= opts.shard_count)
@@ -715,30 +956,40 @@ rocks_task_store::open(const store_options& opts) {
                        "sync_period_ms is " +
                          std::to_string(opts.sync_period_ms) +
                          "; periodic durability needs a positive period"};
-  auto state = std::make_unique<impl>();
-  state->opts = opts;
-  state->deferred =
-    deferred_index{opts.shard_count, opts.shard, opts.max_deferred_index};
+  return {};
+}
+
+/// RocksDB's options for the store; `env` receives the environment over
+/// `opts.file_system`, which must outlive the database.
+rocksdb::DBOptions db_options_for(const store_options& opts,
+                                  std::unique_ptr<rocksdb::Env>& env) {
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   if (opts.file_system) {
-    state->env = rocksdb::NewCompositeEnv(opts.file_system);
-    db_options.env = state->env.get();
+    env = rocksdb::NewCompositeEnv(opts.file_system);
+    db_options.env = env.get();
   }
-  if (auto err = create_durable_dirs(
-        opts.file_system ? *opts.file_system : *rocksdb::FileSystem::Default(),
-        opts.path))
-    return err;
   if (opts.background_at_low_priority) {
     // Each pool's threads lower themselves as they take their next job.
-    auto* env =
+    auto* pools =
       db_options.env != nullptr ? db_options.env : rocksdb::Env::Default();
     for (auto pool :
          {rocksdb::Env::Priority::LOW, rocksdb::Env::Priority::HIGH})
-      env->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
+      pools->LowerThreadPoolCPUPriority(pool, rocksdb::CpuPriority::kLow)
         .PermitUncheckedError();
   }
+  // The B-tree memtable of "tasks" takes one writer at a time, as a store
+  // writes anyway.
+  if (opts.btree_task_memtable)
+    db_options.allow_concurrent_memtable_write = false;
+  return db_options;
+}
+
+/// Options of the families that are scanned ("due"), read by key and, by
+/// default, "tasks", in that order.
+std::array<rocksdb::ColumnFamilyOptions, 3>
+family_options(const store_options& opts) {
   rocksdb::BlockBasedTableOptions table_options;
   table_options.block_cache = rocksdb::NewLRUCache(opts.block_cache_bytes);
   // Index and filter blocks live in the bounded block cache, so memory
@@ -764,30 +1015,55 @@ rocks_task_store::open(const store_options& opts) {
   rocksdb::ColumnFamilyOptions cf_options = scan_cf_options;
   cf_options.table_factory.reset(
     rocksdb::NewBlockBasedTableFactory(table_options));
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
   rocksdb::ColumnFamilyOptions tasks_cf_options = cf_options;
   if (opts.btree_task_memtable) {
-    // The B-tree takes one writer at a time, as a store writes anyway.
-    db_options.allow_concurrent_memtable_write = false;
     // Insert hints are the skip list's; the B-tree has no use for them.
     tasks_cf_options.memtable_insert_with_hint_prefix_extractor.reset();
     tasks_cf_options.memtable_factory =
       std::make_shared<btree_memtable_factory>();
   }
+  return {scan_cf_options, cf_options, tasks_cf_options};
+}
+
+/// Every family to open: "default", ours, and those a newer version added
+/// (RocksDB refuses a store unless all are opened).
+std::vector<rocksdb::ColumnFamilyDescriptor>
+family_descriptors(const store_options& opts,
+                   const rocksdb::DBOptions& db_options) {
+  auto [scan_cf_options, cf_options, tasks_cf_options] = family_options(opts);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(rocksdb::kDefaultColumnFamilyName, cf_options);
   for (const auto* name : cf_names)
     descriptors.emplace_back(
       name, std::string_view{name} == "due"     ? scan_cf_options
             : std::string_view{name} == "tasks" ? tasks_cf_options
                                                 : cf_options);
-  // Families added by a newer version must be opened too, or RocksDB
-  // refuses the store. A new store has none (and no list to read).
+  // A new store has none (and no list to read).
   std::vector<std::string> existing;
   if (rocksdb::DB::ListColumnFamilies(db_options, opts.path, &existing).ok())
     for (const auto& name : existing)
       if (std::none_of(descriptors.begin(), descriptors.end(),
                        [&name](const auto& d) { return d.name == name; }))
         descriptors.emplace_back(name, cf_options);
+  return descriptors;
+}
+
+} // namespace
+
+core::result<std::unique_ptr<rocks_task_store>>
+rocks_task_store::open(const store_options& opts) {
+  if (auto err = check_options(opts))
+    return err;
+  auto state = std::make_unique<impl>();
+  state->opts = opts;
+  state->deferred =
+    deferred_index{opts.shard_count, opts.shard, opts.max_deferred_index};
+  auto db_options = db_options_for(opts, state->env);
+  if (auto err = create_durable_dirs(
+        opts.file_system ? *opts.file_system : *rocksdb::FileSystem::Default(),
+        opts.path))
+    return err;
+  auto descriptors = family_descriptors(opts, db_options);
   rocksdb::DB* db = nullptr;
   auto status =
     rocksdb::DB::Open(db_options, opts.path, descriptors, &state->handles, &db);
@@ -803,17 +1079,8 @@ rocks_task_store::open(const store_options& opts) {
   state->db.reset(db);
   state->cfs.assign(state->handles.begin() + 1,
                     state->handles.begin() + 1 + cf_count);
-  if (auto err = state->load_meta())
+  if (auto err = state->start())
     return err;
-  if (auto err = state->count_quarantine())
-    return err;
-  if (auto err = state->recover_deferred())
-    return err;
-  // Ids up to the reservation may have gone out in commits a power loss
-  // took back: never hand them out again.
-  state->next_local_id =
-    std::max(state->meta.next_local_id, state->meta.reserved_local_id);
-  state->epoch = state->meta.epoch;
   return std::unique_ptr<rocks_task_store>{
     new rocks_task_store(std::move(state))};
 }
@@ -830,41 +1097,12 @@ rocks_task_store::~rocks_task_store() = default;
 core::error rocks_task_store::commit(const write_batch& batch) {
   if (batch.empty())
     return {};
-  auto& s = *impl_;
-  if (auto err = s.ensure_writable())
-    return err;
-  auto next = s.meta;
-  next.next_local_id = s.next_local_id;
-  next.epoch = s.epoch;
-  next.fire_horizon_ms = std::max(next.fire_horizon_ms, s.fire_horizon_ms);
-  batch_builder builder{s.cfs};
-  // What an earlier commit that failed had begun to change is undone.
-  s.deferred.discard();
-  for (const auto& op : batch.ops())
-    if (auto err = s.add_op(builder, next, op))
-      return err;
-  next.unindexed_from = s.age_deferred(builder);
-  auto sync = s.opts.durability == durability::sync && batch.urgent();
-  // Without a sync per commit, the id counter could be lost with unsynced
-  // commits and their ids reused. The commit that first uses an id past the
-  // durable reservation is fsync'd and moves the reservation well ahead.
-  if (!sync && next.next_local_id > next.reserved_local_id) {
-    next.reserved_local_id =
-      next.next_local_id > UINT64_MAX - id_reservation_block
-        ? UINT64_MAX
-        : next.next_local_id + id_reservation_block;
-    sync = true;
-  }
-  builder.put(cf_meta, meta_key, encode(next));
-  if (auto err =
-        s.write(builder, sync,
-                "commit of " + std::to_string(batch.size()) + " mutations"))
-    return err;
-  s.meta = next;
-  s.apply_deferred();
-  ++s.stats.commits;
-  s.stats.mutations += batch.size();
-  return {};
+  return impl_->commit_batch(batch, "commit");
+}
+
+core::error rocks_task_store::apply(const replicated_batch& entry) {
+  return impl_->commit_batch(entry.batch, "applying a replicated batch",
+                             &entry);
 }
 
 core::error rocks_task_store::write_failure() const {
@@ -876,10 +1114,7 @@ core::error rocks_task_store::write_failure() const {
 }
 
 core::error rocks_task_store::index_deferred() {
-  auto& s = *impl_;
-  if (auto err = s.ensure_writable())
-    return err;
-  return s.index_all("indexing deferred tasks");
+  return impl_->index_all("indexing deferred tasks");
 }
 
 core::error rocks_task_store::sync_if_due(int64_t now_ms) {
@@ -949,7 +1184,7 @@ rocks_task_store::get(core::task_id id) {
   auto rec = impl::decode_task(**raw, id);
   if (!rec)
     return s.quarantine_one(
-      s.bad_task(std::move(key), std::move(**raw), rec.err()));
+      impl::bad_task(std::move(key), std::move(**raw), rec.err()));
   return std::optional<task_record>{std::move(*rec)};
 }
 
@@ -968,7 +1203,7 @@ rocks_task_store::get_many(std::span<const core::task_id> ids) {
     s.db->MultiGet(rocksdb::ReadOptions{}, families, slices, &values);
   std::vector<task_record> result;
   result.reserve(ids.size());
-  std::vector<impl::quarantine_item> bad;
+  write_batch bad;
   std::unordered_set<core::task_id> seen_bad;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (statuses[i].IsNotFound())
@@ -979,12 +1214,45 @@ rocks_task_store::get_many(std::span<const core::task_id> ids) {
     if (rec)
       result.push_back(std::move(*rec));
     else if (seen_bad.insert(ids[i]).second)
-      bad.push_back(s.bad_task(keys[i], values[i], rec.err()));
+      bad.ops().emplace_back(impl::bad_task(keys[i], values[i], rec.err()));
   }
   if (auto err = s.quarantine(bad))
     return err;
   return result;
 }
+
+namespace {
+
+/// `from_index` (the index's entries of a scan) merged in order with the
+/// entries of `recovered` after `after` and before `before_ms`: entries
+/// deferred before a crash and not written yet. An entry both hold counts
+/// once; at most `limit` in all.
+std::vector<due_key> merge_recovered(const std::vector<due_key>& from_index,
+                                     const std::set<due_key>& recovered,
+                                     due_key after, int64_t before_ms,
+                                     size_t limit) {
+  std::vector<due_key> merged;
+  merged.reserve(std::min(limit, from_index.size() + recovered.size()));
+  auto in_index = from_index.begin();
+  auto from_memory = recovered.upper_bound(after);
+  auto in_range = [&] {
+    return from_memory != recovered.end() && from_memory->index_ms < before_ms;
+  };
+  while (merged.size() < limit &&
+         (in_index != from_index.end() || in_range())) {
+    if (!in_range() ||
+        (in_index != from_index.end() && *in_index < *from_memory))
+      merged.push_back(*in_index++);
+    else if (in_index != from_index.end() && *in_index == *from_memory) {
+      merged.push_back(*in_index++);
+      ++from_memory;
+    } else
+      merged.push_back(*from_memory++);
+  }
+  return merged;
+}
+
+} // namespace
 
 core::result<std::vector<due_key>>
 rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
@@ -997,7 +1265,7 @@ rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
   rocksdb::Slice upper_slice = slice(upper);
   rocksdb::ReadOptions options;
   options.iterate_upper_bound = &upper_slice;
-  std::vector<impl::quarantine_item> bad;
+  write_batch bad;
   {
     std::unique_ptr<rocksdb::Iterator> it{
       s.db->NewIterator(options, s.cfs[cf_due])};
@@ -1007,12 +1275,9 @@ rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
     for (; it->Valid() && result.size() < limit; it->Next()) {
       auto key = view(it->key());
       if (key.size() != due_key_bytes) {
-        bad.push_back(
-          {cf_due,
-           std::string{key},
-           it->value().ToString(),
-           "due key has " + std::to_string(key.size()) + " bytes, not 16",
-           {}});
+        bad.quarantine(
+          record_family::due, std::string{key}, it->value().ToString(),
+          "due key has " + std::to_string(key.size()) + " bytes, not 16");
         continue;
       }
       result.push_back(decode_due(key));
@@ -1021,31 +1286,13 @@ rocks_task_store::scan_due(due_key after, int64_t before_ms, size_t limit) {
       return from_status(it->status(),
                          "scanning the due index of " + s.where());
   }
+  // Merged before the quarantine commits: a commit may write recovered
+  // entries, which `result` was read without.
+  if (!s.recovered.empty())
+    result = merge_recovered(result, s.recovered, after, before_ms, limit);
   if (auto err = s.quarantine(bad))
     return err;
-  if (s.recovered.empty())
-    return result;
-  // Entries deferred before a crash and not written yet, merged in order;
-  // an entry both places hold counts once.
-  std::vector<due_key> merged;
-  merged.reserve(std::min(limit, result.size() + s.recovered.size()));
-  auto from_index = result.begin();
-  auto from_memory = s.recovered.upper_bound(after);
-  auto in_range = [&] {
-    return from_memory != s.recovered.end() &&
-           from_memory->index_ms < before_ms;
-  };
-  while (merged.size() < limit && (from_index != result.end() || in_range())) {
-    if (!in_range() ||
-        (from_index != result.end() && *from_index < *from_memory))
-      merged.push_back(*from_index++);
-    else if (from_index != result.end() && *from_index == *from_memory) {
-      merged.push_back(*from_index++);
-      ++from_memory;
-    } else
-      merged.push_back(*from_memory++);
-  }
-  return merged;
+  return result;
 }
 
 core::result<std::optional<idempotency_entry>>
@@ -1058,8 +1305,11 @@ rocks_task_store::find_key(std::string_view key, int64_t now_ms) {
     return std::optional<idempotency_entry>{};
   auto entry = decode_idempotency_entry(**raw);
   if (!entry)
-    return s.quarantine_one(
-      {cf_keys, std::string{key}, std::move(**raw), entry.err().message(), {}});
+    return s.quarantine_one({record_family::keys,
+                             std::string{key},
+                             std::move(**raw),
+                             entry.err().message(),
+                             {}});
   if (now_ms > entry->expires_ms)
     return std::optional<idempotency_entry>{};
   return std::optional<idempotency_entry>{*entry};
@@ -1070,84 +1320,34 @@ core::result<size_t> rocks_task_store::expire_keys(int64_t now_ms,
   auto& s = *impl_;
   if (limit == 0)
     return size_t{0};
-  batch_builder builder{s.cfs};
-  std::vector<impl::quarantine_item> bad;
-  size_t expired = 0;
   // Keys examined per call at most, expired or not, so that a call costs
   // the same however many keys live: the cursor goes round them over calls.
-  size_t visits_left = limit > SIZE_MAX / expire_visits_per_key
-                         ? SIZE_MAX
-                         : limit * expire_visits_per_key;
-  std::optional<std::string> stopped_at;
-  std::optional<std::string> last_visited;
-  // Visits the keys in [from, to) (whole range if unset), stopping at the
-  // limit or when its visits are used up; false once it stopped.
-  auto visit = [&](std::optional<std::string_view> from,
-                   std::optional<std::string_view> to) -> core::result<bool> {
-    rocksdb::ReadOptions options;
-    rocksdb::Slice upper;
-    if (to) {
-      upper = slice(*to);
-      options.iterate_upper_bound = &upper;
-    }
-    std::unique_ptr<rocksdb::Iterator> it{
-      s.db->NewIterator(options, s.cfs[cf_keys])};
-    if (from)
-      it->Seek(slice(*from));
-    else
-      it->SeekToFirst();
-    for (; it->Valid(); it->Next()) {
-      auto key = view(it->key());
-      if (visits_left == 0) {
-        // The next call resumes at this key, right after the last visited.
-        stopped_at = last_visited;
-        return false;
-      }
-      --visits_left;
-      last_visited = std::string{key};
-      auto entry = decode_idempotency_entry(view(it->value()));
-      if (!entry) {
-        bad.push_back({cf_keys,
-                       std::string{key},
-                       it->value().ToString(),
-                       entry.err().message(),
-                       {}});
-      } else if (now_ms > entry->expires_ms) {
-        builder.erase(cf_keys, key);
-        if (++expired == limit) {
-          stopped_at = std::string{key};
-          return false;
-        }
-      }
-    }
-    if (!it->status().ok())
-      return from_status(it->status(),
-                         "scanning the idempotency keys of " + s.where());
-    return true;
-  };
+  impl::key_sweep sweep;
+  sweep.now_ms = now_ms;
+  sweep.limit = limit;
+  sweep.visits_left = limit > SIZE_MAX / expire_visits_per_key
+                        ? SIZE_MAX
+                        : limit * expire_visits_per_key;
   // The cursor names the last key visited: resume right after it (the key
   // plus a zero byte is the smallest greater key), then wrap around.
   std::optional<std::string> resume;
   if (s.expire_cursor)
     resume = *s.expire_cursor + '\0';
-  auto more = visit(resume, std::nullopt);
+  auto more = s.sweep_keys(sweep, resume, std::nullopt);
   if (!more)
     return more.err();
   if (*more && resume) {
-    more = visit(std::nullopt, *resume);
+    more = s.sweep_keys(sweep, std::nullopt, *resume);
     if (!more)
       return more.err();
   }
-  if (expired == 0 && bad.empty()) {
-    s.expire_cursor = stopped_at;
-    return size_t{0};
+  if (!sweep.batch.empty()) {
+    sweep.batch.set_urgent(false);
+    if (auto err = s.commit_batch(sweep.batch, "expiring idempotency keys"))
+      return err;
   }
-  impl::add_moves(builder, bad);
-  if (auto err = s.write(builder, false, "expiring idempotency keys"))
-    return err;
-  s.note_moved(bad);
-  s.expire_cursor = stopped_at;
-  return expired;
+  s.expire_cursor = sweep.stopped_at;
+  return sweep.expired;
 }
 
 core::result<std::vector<dead_letter>>
@@ -1156,7 +1356,7 @@ rocks_task_store::dead_letters(core::task_id after, size_t limit) {
   std::vector<dead_letter> result;
   if (limit == 0)
     return result;
-  std::vector<impl::quarantine_item> bad;
+  write_batch bad;
   {
     auto start = encode_task_key(after);
     std::unique_ptr<rocksdb::Iterator> it{
@@ -1167,23 +1367,18 @@ rocks_task_store::dead_letters(core::task_id after, size_t limit) {
     for (; it->Valid() && result.size() < limit; it->Next()) {
       auto key = view(it->key());
       if (key.size() != id_key_bytes) {
-        bad.push_back({cf_dead,
-                       std::string{key},
+        bad.quarantine(record_family::dead, std::string{key},
                        it->value().ToString(),
                        "dead letter key has " + std::to_string(key.size()) +
-                         " bytes, not 8",
-                       {}});
+                         " bytes, not 8");
         continue;
       }
       auto dead = impl::decode_dead(view(it->value()), get_be64(key));
       if (dead)
         result.push_back(std::move(*dead));
       else
-        bad.push_back({cf_dead,
-                       std::string{key},
-                       it->value().ToString(),
-                       dead.err().message(),
-                       {}});
+        bad.quarantine(record_family::dead, std::string{key},
+                       it->value().ToString(), dead.err().message());
     }
     if (!it->status().ok())
       return from_status(it->status(),
@@ -1205,8 +1400,11 @@ rocks_task_store::get_dead(core::task_id id) {
     return std::optional<dead_letter>{};
   auto dead = impl::decode_dead(**raw, id);
   if (!dead)
-    return s.quarantine_one(
-      {cf_dead, std::move(key), std::move(**raw), dead.err().message(), {}});
+    return s.quarantine_one({record_family::dead,
+                             std::move(key),
+                             std::move(**raw),
+                             dead.err().message(),
+                             {}});
   return std::optional<dead_letter>{std::move(*dead)};
 }
 

@@ -76,6 +76,17 @@ public:
   /// protobuf would store it but never read it back.
   core::error commit(const write_batch& batch) override;
 
+  /// Writes a batch of another store's history (a replica applying its
+  /// primary's ReplicationEntry, decoded by `from_entry`) through the same
+  /// path as `commit`: its stamps, its puts' deferrals and index writes as
+  /// they are, its meta as this store's. Applying a store's entries in
+  /// order to an empty store of the same shard and options gives the same
+  /// store. Like any commit it is reported to `store_options::on_commit`.
+  /// Errors: stale_epoch for an epoch below this store's; invalid_request
+  /// (writing nothing) for another shard or stamps that do not follow
+  /// this store's last; those of `commit`.
+  core::error apply(const replicated_batch& entry);
+
   core::error sync_if_due(int64_t now_ms) override;
 
   core::error sync() override;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -9,6 +10,8 @@ class FileSystem;
 } // namespace rocksdb
 
 namespace dally::storage {
+
+struct committed_batch;
 
 /// When an acknowledged write is safe.
 enum class durability : uint8_t {
@@ -78,6 +81,15 @@ struct store_options {
 
   /// Replaces RocksDB's file system (tests inject faults through it).
   std::shared_ptr<rocksdb::FileSystem> file_system;
+
+  /// Called after every commit that was written, with what it wrote: the
+  /// owner's, the store's own (creating the meta, quarantine, index
+  /// writes, key expiry, the index writes of a clean close from the
+  /// destructor) and `apply`'s, in order, from the thread that called the
+  /// store. So a replicating primary sees its whole history (see
+  /// replication_codec.hpp). It must not call the store. Unset: the store
+  /// keeps nothing for it.
+  std::function<void(const committed_batch&)> on_commit;
 };
 
 } // namespace dally::storage

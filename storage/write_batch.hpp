@@ -2,6 +2,8 @@
 
 #include <cassert>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -9,6 +11,14 @@
 #include "storage/task_record.hpp"
 
 namespace dally::storage {
+
+/// The column families a record can be quarantined from.
+enum class record_family : uint8_t {
+  tasks,
+  due,
+  keys,
+  dead,
+};
 
 /// Mutations that a store applies atomically: all or nothing, one WAL write,
 /// one fsync. A shard collects everything that arrived before its flush
@@ -26,34 +36,71 @@ public:
     /// restart, and the store guarantees that (see
     /// `store_options::max_deferred_index`).
     bool defer_index = false;
+
+    friend bool operator==(const put_op&, const put_op&) = default;
   };
   struct replace_op {
     due_key before;
     task_record after;
+
+    friend bool operator==(const replace_op&, const replace_op&) = default;
   };
   struct erase_op {
     due_key key;
+
+    friend bool operator==(const erase_op&, const erase_op&) = default;
   };
   struct bury_op {
     due_key key;
     dead_letter dead;
+
+    friend bool operator==(const bury_op&, const bury_op&) = default;
   };
   struct revive_op {
     core::task_id dead_id;
     task_record rec;
+
+    friend bool operator==(const revive_op&, const revive_op&) = default;
   };
   struct drop_dead_op {
     core::task_id id;
+
+    friend bool operator==(const drop_dead_op&, const drop_dead_op&) = default;
   };
   struct put_key_op {
     std::string key;
     idempotency_entry entry;
+
+    friend bool operator==(const put_key_op&, const put_key_op&) = default;
   };
   struct erase_key_op {
     std::string key;
+
+    friend bool operator==(const erase_key_op&, const erase_key_op&) = default;
   };
-  using op = std::variant<put_op, replace_op, erase_op, bury_op, revive_op,
-                          drop_dead_op, put_key_op, erase_key_op>;
+  /// A record that does not decode, moved aside as it was found.
+  struct quarantine_op {
+    record_family family = record_family::tasks;
+    /// The record's key and value, bytes as stored.
+    std::string key;
+    std::string value;
+    /// Why it does not decode.
+    std::string reason;
+    /// Due-index entries that go with a task record.
+    std::vector<due_key> due;
+
+    friend bool operator==(const quarantine_op&,
+                           const quarantine_op&) = default;
+  };
+  /// A due-index entry a commit deferred, written now.
+  struct index_op {
+    due_key key;
+
+    friend bool operator==(const index_op&, const index_op&) = default;
+  };
+  using op =
+    std::variant<put_op, replace_op, erase_op, bury_op, revive_op, drop_dead_op,
+                 put_key_op, erase_key_op, quarantine_op, index_op>;
 
   /// Adds a new task.
   void put(task_record rec) { ops_.emplace_back(put_op{std::move(rec)}); }
@@ -96,6 +143,20 @@ public:
     ops_.emplace_back(erase_key_op{std::move(key)});
   }
 
+  /// Moves a record that does not decode to the quarantine, with the due
+  /// entries `due` of a task record. The store does this itself when a
+  /// read meets such a record (see task_store::quarantined); it is an op
+  /// so that a replica's copy loses the record too.
+  void quarantine(record_family family, std::string key, std::string value,
+                  std::string reason, std::vector<due_key> due = {}) {
+    ops_.emplace_back(quarantine_op{family, std::move(key), std::move(value),
+                                    std::move(reason), std::move(due)});
+  }
+
+  /// Writes the due-index entry `key` of a live task. The store does this
+  /// itself for entries it deferred (see put_op::defer_index).
+  void index(due_key key) { ops_.emplace_back(index_op{key}); }
+
   const std::vector<op>& ops() const noexcept { return ops_; }
 
   /// The operations, to move records out of after a commit.
@@ -124,9 +185,50 @@ public:
     return due_key{rec.index_ms(), rec.task.id};
   }
 
+  friend bool operator==(const write_batch&, const write_batch&) = default;
+
 private:
   std::vector<op> ops_;
   bool urgent_ = true;
+};
+
+/// A batch as a store committed it: the caller's ops and what the store
+/// decided about them, so that a replica can write exactly the same (see
+/// `store_options::on_commit`; `to_entry` in replication_codec.hpp makes a
+/// ReplicationEntry of it). A view into the store's memory, valid only
+/// during the call that hands it out.
+///
+/// The history it describes: the ops of `batch` in order, then one
+/// `index` op per key of `index_writes`; each takes the next seq, from
+/// `first.seq` to `meta.last_seq`.
+struct committed_batch {
+  const write_batch& batch;
+  /// Positions in `batch.ops()` of the puts that asked to defer their
+  /// index entry and had it written at once (the store's bounds refused).
+  /// Every other put with `defer_index` was deferred.
+  std::span<const size_t> index_written;
+  /// Deferred index entries that the commit wrote after the batch's ops,
+  /// the oldest beyond the store's bounds.
+  std::span<const due_key> index_writes;
+  /// Epoch and seq of the first op (the seq after the last commit's when
+  /// there is none).
+  stamp first;
+  /// The shard meta after the commit.
+  const shard_meta& meta;
+};
+
+/// A committed batch as data, decoded from a ReplicationEntry by
+/// `from_entry` (replication_codec.hpp), for `rocks_task_store::apply`.
+/// Its batch holds the store's decisions: a put's `defer_index` says
+/// whether its entry was deferred, and the entries written later are
+/// `index` ops.
+struct replicated_batch {
+  stamp first;
+  shard_meta meta;
+  write_batch batch;
+
+  /// The same batch as a commit reports it, to encode it again.
+  committed_batch view() const { return {batch, {}, {}, first, meta}; }
 };
 
 } // namespace dally::storage
