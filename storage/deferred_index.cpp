@@ -38,31 +38,6 @@ void deferred_index::for_each_open(
       f(id, s.index_ms);
 }
 
-void deferred_index::clear() {
-  size_ = 0;
-  committed_ = 0;
-  live_ = 0;
-  forget_batch();
-  foreign_.clear();
-  pop_settled_front();
-}
-
-std::optional<int64_t> deferred_index::drop(core::task_id id) {
-  auto* s = find(id);
-  if (s == nullptr || !(s->flags & open))
-    return std::nullopt;
-  std::optional<int64_t> result;
-  if (s->flags & recovered)
-    result = s->index_ms;
-  s->flags = 0;
-  --live_;
-  foreign_.erase(id);
-  // Only between batches may the front move.
-  if (touched_.empty() && size_ == committed_)
-    pop_settled_front();
-  return result;
-}
-
 void deferred_index::recover(core::task_id id, int64_t index_ms) {
   last_id_ = std::max(last_id_, id);
   ++live_;

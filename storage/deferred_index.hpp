@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <vector>
 
 #include "core/timer_entry.hpp"
@@ -47,13 +46,6 @@ public:
   /// crash, ids of other shards last).
   void
   for_each_open(const std::function<void(core::task_id, int64_t)>& f) const;
-
-  /// Forgets every entry (their index entries were written).
-  void clear();
-
-  /// Forgets the entry of `id`, if open, at once (its record was moved
-  /// aside). Returns its index time if it was recovered after a crash.
-  std::optional<int64_t> drop(core::task_id id);
 
   /// After a crash, in id order: `id`'s index entry may be missing. It is
   /// open, and `take` reports it as needing its entry erased anyway.

@@ -1114,7 +1114,10 @@ core::error rocks_task_store::write_failure() const {
 }
 
 core::error rocks_task_store::index_deferred() {
-  return impl_->index_all("indexing deferred tasks");
+  auto& s = *impl_;
+  if (auto err = s.ensure_writable())
+    return err;
+  return s.index_all("indexing deferred tasks");
 }
 
 core::error rocks_task_store::sync_if_due(int64_t now_ms) {

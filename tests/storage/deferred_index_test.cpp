@@ -163,8 +163,16 @@ BOOST_AUTO_TEST_CASE(
   std::set<task_id> gone;
   d.apply([&](task_id id, int64_t) { gone.insert(id); });
   BOOST_TEST(gone == (std::set<task_id>{3, 200}));
-  BOOST_TEST(d.drop(2).value() == 20);
-  BOOST_TEST(!d.drop(2).has_value());
+  // A recovered entry settled by a later batch (its record quarantined)
+  // may be on disk, and is reported gone once the batch is written.
+  BOOST_TEST(!d.take(2));
+  BOOST_TEST(!d.take(2));
+  gone.clear();
+  d.apply([&](task_id id, int64_t at) {
+    gone.insert(id);
+    BOOST_TEST(at == 20);
+  });
+  BOOST_TEST(gone == (std::set<task_id>{2}));
   BOOST_TEST(d.live() == 1u);
 }
 
