@@ -49,7 +49,9 @@ public:
   /// durable at the configured level (with durability::sync, once it is
   /// in the WAL if it is not urgent; see `write_batch::urgent`). Stamps every
   /// mutation with the shard's epoch and the next sequence numbers and persists
-  /// the shard meta (id counter included) in the same atomic write.
+  /// the shard meta (id counter included) in the same atomic write. The
+  /// store's own changes (quarantine, deferred index entries, key expiry)
+  /// are commits too, so its history is the sequence of its commits.
   ///
   /// An error means the outcome is unknown, not that nothing happened: a
   /// batch whose WAL write landed but whose fsync failed is invisible now
