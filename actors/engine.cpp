@@ -338,6 +338,7 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
     s.engine = caf::actor_cast<caf::actor>(self);
     s.notifiers = st.notifiers;
     s.wall_clock_ms = cfg.wall_clock_ms;
+    s.open_store = cfg.open_store;
     out.push_back(std::move(s));
   }
   return out;

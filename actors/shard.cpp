@@ -16,7 +16,6 @@
 #include "logic/wall_clock.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
-#include "storage/rocks_task_store.hpp"
 
 namespace dally::actors {
 
@@ -42,7 +41,7 @@ struct shard_state {
   static inline const char* name = "dally.shard";
 
   shard_setup setup;
-  std::unique_ptr<storage::rocks_task_store> store;
+  std::unique_ptr<storage::task_store> store;
   std::unique_ptr<logic::shard_logic> logic;
   /// Replies held until the batch they depend on is durable.
   std::vector<std::function<void(const core::error&)>> held;
@@ -69,13 +68,8 @@ struct shard_state {
 
 using shard_actor = caf::stateful_actor<shard_state>;
 
-/// 1 with the planted bug fire_early (the shard's clock runs ahead).
-int64_t planted_ahead_ms(shard_actor* self) {
-  return self->state.setup.opts.plant == logic::planted_bug::fire_early ? 1 : 0;
-}
-
 int64_t wall_now(shard_actor* self) {
-  return self->state.clock.now_ms() + planted_ahead_ms(self);
+  return self->state.clock.now_ms();
 }
 
 void schedule_flush(shard_actor* self) {
@@ -101,7 +95,7 @@ void arm(shard_actor* self) {
     return; // The armed wake-up comes first; it re-arms on arrival.
   auto gen = ++st.wake_generation;
   st.armed_ms = next;
-  auto delay_us = st.clock.delay_until_us(next - planted_ahead_ms(self));
+  auto delay_us = st.clock.delay_until_us(next);
   // High priority: a wake-up goes ahead of queued requests, whose
   // processing would otherwise make every due task late.
   if (delay_us <= 0)
@@ -164,9 +158,6 @@ void send_deliveries(shard_actor* self,
   auto& notifiers = self->state.setup.notifiers;
   if (items.empty() || notifiers.empty())
     return;
-  if (auto ahead = planted_ahead_ms(self); ahead > 0)
-    for (auto& item : items)
-      item.release_ms -= ahead;
   if (notifiers.size() == 1) {
     self->send(notifiers[0], deliver_batch{std::move(items)});
     return;
@@ -333,7 +324,7 @@ caf::behavior shard_impl(shard_actor* self, shard_setup setup) {
   auto& st = self->state;
   st.setup = std::move(setup);
   st.clock = logic::wall_clock{st.setup.wall_clock_ms};
-  auto opened = storage::rocks_task_store::open(st.setup.store);
+  auto opened = logic::open_shard_store(st.setup.open_store, st.setup.store);
   if (!opened) {
     self->quit(net::to_caf(opened.err()));
     return {};

@@ -24,6 +24,8 @@ struct shard_setup {
   /// Deliveries of a topic go to notifiers[hash(topic) % size].
   std::vector<caf::actor> notifiers;
   std::function<int64_t()> wall_clock_ms;
+  /// Opens the store (see engine_config::open_store); empty: RocksDB.
+  logic::store_opener open_store;
 };
 
 /// Spawns a shard actor: it opens its store (quitting with the error if it
