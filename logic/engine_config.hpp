@@ -189,6 +189,10 @@ struct engine_config {
 /// The system clock as UTC ms.
 int64_t system_wall_clock_ms();
 
+/// The options of each shard of `cfg`: `cfg.shard`, with its share of
+/// `cfg.max_unanswered_per_topic` unless it sets its own.
+shard_options shard_options_of(const engine_config& cfg);
+
 /// The life cycle `opts` gives its shard (see shard_options::lifecycle).
 const core::task_lifecycle& lifecycle_of(const shard_options& opts) noexcept;
 
