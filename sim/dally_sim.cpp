@@ -70,9 +70,9 @@ uint64_t parse_u64(const std::string& flag, const std::string& text) {
 /// A seed's run (child process) that takes longer than this hangs.
 constexpr std::chrono::seconds seed_timeout{120};
 
-std::string repro(uint64_t seed, logic::planted_bug plant) {
+std::string repro(uint64_t seed, sim::planted_bug plant) {
   std::string out = "dally-sim --seed " + std::to_string(seed);
-  if (plant != logic::planted_bug::none)
+  if (plant != sim::planted_bug::none)
     out += " --plant " + sim::planted_name(plant);
   return out;
 }
@@ -115,9 +115,10 @@ int run_one(const sim::sim_options& opts, bool brief, bool twice) {
 
 /// Runs each seed as a child process of this binary, `jobs` at a time;
 /// returns the failing ones with their violation line.
-std::map<uint64_t, std::string>
-run_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
-         logic::planted_bug plant, const std::string& data_root, bool twice) {
+std::map<uint64_t, std::string> run_many(const std::vector<uint64_t>& seeds,
+                                         uint32_t jobs, sim::planted_bug plant,
+                                         const std::string& data_root,
+                                         bool twice) {
   std::map<uint64_t, std::string> failed;
   auto self = std::filesystem::read_symlink("/proc/self/exe").string();
   auto out_dir = std::filesystem::temp_directory_path() /
@@ -170,7 +171,7 @@ run_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
       auto path = (out_dir / std::to_string(seed)).string();
       std::vector<std::string> args{self, "--seed", std::to_string(seed),
                                     "--brief"};
-      if (plant != logic::planted_bug::none) {
+      if (plant != sim::planted_bug::none) {
         args.push_back("--plant");
         args.push_back(sim::planted_name(plant));
       }
@@ -208,7 +209,7 @@ run_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
 }
 
 int report_many(const std::vector<uint64_t>& seeds, uint32_t jobs,
-                logic::planted_bug plant, const std::string& data_root,
+                sim::planted_bug plant, const std::string& data_root,
                 bool twice) {
   auto start = std::chrono::steady_clock::now();
   auto failed = run_many(seeds, jobs, plant, data_root, twice);
@@ -278,7 +279,7 @@ int main(int argc, char** argv) {
     }
   }
   if (expect_within > 0) {
-    if (opts.plant == logic::planted_bug::none)
+    if (opts.plant == sim::planted_bug::none)
       usage("--expect-failure-within needs --plant");
     for (uint64_t seed = 1; seed <= expect_within; ++seed) {
       opts.seed = seed;
