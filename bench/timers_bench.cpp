@@ -1,7 +1,6 @@
 /// Timer structure benchmarks: quad_heap against std::priority_queue with
 /// lazy deletion, boost's mutable 4-ary heap and the timing wheel, at 10k,
-/// 1M and 10M pending entries. See docs/benchmarks.md for the method and
-/// the numbers; scripts/bench.sh runs it.
+/// 1M and 10M pending entries; scripts/bench.sh runs it.
 ///
 /// Every benchmark times only the operations under test, reading the
 /// thread's CPU clock around each batch (manual time, minus the measured

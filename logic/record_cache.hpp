@@ -20,9 +20,9 @@ namespace dally::logic {
 /// Records live in allocations of their own: a table of them inline (256
 /// bytes a slot) faulted in megabytes of fresh pages at every doubling and
 /// moved every record at every rehash, and a commit stalled for tens of ms
-/// each time the cache grew or shrank (docs/benchmarks.md). The slots hold
-/// the ids, so a lookup touches a record only to use it, and `prefetch`
-/// can start a batch's record loads together.
+/// each time the cache grew or shrank. The slots hold the ids, so a lookup
+/// touches a record only to use it, and `prefetch` can start a batch's
+/// record loads together.
 class record_cache {
 public:
   explicit record_cache(size_t budget_bytes) : budget_bytes_(budget_bytes) {}

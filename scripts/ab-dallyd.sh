@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Two dallyd builds (or settings) against each other in alternating runs of
 # the peers benchmark's Dally row, on one machine in one session. A host
-# whose speed drifts within minutes (see docs/benchmarks.md) makes a single
-# run of each worthless; pairs taken back to back, their order swapped
-# every pair, let the drift cancel. Prints each pair (with the share of CPU
-# time the host took during each run) and, over all pairs, the median
-# ratio NEW/BASE of end-to-end throughput and of dallyd's CPU per task, and
-# in how many pairs NEW was better; then the throughput ratio again with the
-# host's steal taken out (one linear slope fitted over all runs).
+# whose speed drifts within minutes makes a single run of each worthless;
+# pairs taken back to back, their order swapped every pair, let the drift
+# cancel. Prints each pair (with the share of CPU time the host took
+# during each run) and, over all pairs, the median ratio NEW/BASE of
+# end-to-end throughput and of dallyd's CPU per task, and in how many pairs
+# NEW was better; then the throughput ratio again with the host's steal
+# taken out (one linear slope fitted over all runs).
 #
 # Usage: bash scripts/ab-dallyd.sh [--pairs N] BASE NEW [driver flags]
 #   BASE, NEW  dallyd executables; a wrapper script that execs dallyd with
@@ -17,7 +17,7 @@
 #   --pairs N  pairs to run (default 12)
 #   driver flags replace the default workload, the peers benchmark's own
 #              scale (--durability periodic --tasks 1000000 --max-delay-ms
-#              1000; shorter runs reached opposite verdicts on 26 Nov);
+#              1000; shorter runs can reach opposite verdicts);
 #              --systems dally and --pending-tasks 0 are always given.
 # Needs the Release build of dally-peers-bench (bash scripts/bench-peers.sh
 # builds it; or cmake --build build/bench --target dally-peers-bench).
@@ -161,8 +161,8 @@ awk -F'\t' '
     }
     printf "\nOver %d pairs: NEW/BASE end to end %.3f (median ratio), NEW faster in %d (sign test p = %.3f);", n, median(re, n), faster, sign_p(faster, n)
     printf " CPU per task %.3f, NEW cheaper in %d (p = %.3f).\n", median(rc, n), cheaper, sign_p(cheaper, n)
-    # Steal time on the host slows a run by more than its share (on 26 Nov
-    # about 2.5% of throughput per 1% stolen) and differs between the two
+    # Steal time on the host slows a run by more than its share (on a
+    # 2-vCPU guest about 2.5% of throughput per 1% stolen) and differs between the two
     # runs of a pair. One slope for both builds (each run against the means
     # of its own build) takes it out: each rate as if nothing was stolen.
     for (p in be) {

@@ -87,10 +87,9 @@ struct entry_less {
 
 /// abseil's btree_set with nodes of 1 KiB instead of its 256 bytes: an
 /// ack's tombstone lands at a random place in the tree, and fewer levels
-/// mean fewer cache misses on the way down (measured in benchmarks.md,
-/// "Acks that leave no tombstone"). btree_set offers no node size, so this
-/// names the container it is built from, internal to abseil but stable in
-/// Debian's 20220623 release.
+/// mean fewer cache misses on the way down. btree_set offers no node size,
+/// so this names the container it is built from, internal to abseil but
+/// stable in Debian's 20220623 release.
 using tree_type = absl::container_internal::btree_set_container<
   absl::container_internal::btree<absl::container_internal::set_params<
     entry, entry_less, std::allocator<entry>, 1024, false>>>;

@@ -10,7 +10,7 @@ namespace dally::storage {
 /// instead of following a pointer per comparison as RocksDB's skip list
 /// does (for keys of up to 8 bytes, never). Meant for the `tasks` family,
 /// whose acks delete keys in random order: there the skip list's search
-/// was the largest single cost of a task (docs/benchmarks.md).
+/// was the largest single cost of a task.
 ///
 /// One writer, and readers only on the writer's thread or on a memtable
 /// that no longer takes writes (flushes read immutable ones): the owner

@@ -20,7 +20,7 @@ namespace dally::storage {
 /// dropping settled entries from the front is a walk over adjacent memory.
 /// Hash tables here took about 5% of dallyd's profile at full load (four
 /// lookups per task, each a likely cache miss), the ring 2%; end to end
-/// the difference hid in the host's noise (docs/benchmarks.md).
+/// the difference hid in the host's noise.
 ///
 /// Changes made while a commit is built (`defer`, `take`, `note_rewritten`,
 /// `age`) are seen by the queries at once, and either applied once the

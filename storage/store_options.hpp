@@ -66,17 +66,16 @@ struct store_options {
   /// Keeps the `tasks` family's memtable in a B-tree
   /// (`btree_memtable_factory`) instead of RocksDB's skip list: acks delete
   /// task keys in random order, and the skip list's search for each was the
-  /// largest single cost of a task (docs/benchmarks.md). Turns off
-  /// RocksDB's concurrent memtable writes, which a store (one writer) never
-  /// used. False: RocksDB's skip list, for comparison.
+  /// largest single cost of a task. Turns off RocksDB's concurrent memtable
+  /// writes, which a store (one writer) never used. False: RocksDB's skip
+  /// list, for comparison.
   bool btree_task_memtable = true;
 
   /// Runs RocksDB's flushes and compactions at the lowest CPU priority
   /// (nice 19), so that under load they take the cores' idle time instead
-  /// of delaying the shards' firing (measured in docs/benchmarks.md).
-  /// RocksDB's thread pools belong to its default environment, so this
-  /// applies to every RocksDB database in the process, and a later store
-  /// that leaves it off does not undo it.
+  /// of delaying the shards' firing. RocksDB's thread pools belong to its
+  /// default environment, so this applies to every RocksDB database in the
+  /// process, and a later store that leaves it off does not undo it.
   bool background_at_low_priority = true;
 
   /// Replaces RocksDB's file system (tests inject faults through it).

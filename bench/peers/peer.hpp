@@ -197,8 +197,8 @@ private:
 
 /// How a system is set up for a run.
 struct peer_options {
-  /// "sync" or "periodic"; see docs/benchmarks.md for what each system
-  /// runs with.
+  /// "sync" or "periodic": each system's client starts its server with
+  /// the setting that matches it.
   std::string durability = "sync";
   /// Dally's --sync-period-ms with periodic durability.
   int64_t sync_period_ms = 50;

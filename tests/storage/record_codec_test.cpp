@@ -144,8 +144,7 @@ BOOST_AUTO_TEST_CASE(encode_stamped_leaves_nothing_of_the_record_before) {
 
 BOOST_AUTO_TEST_CASE(a_task_record_stays_small) {
   // Shards cache, copy and move records on every fire and ack; 104 bytes
-  // more per record cost about 5% of dallyd's CPU per streamed task (see
-  // docs/benchmarks.md, "Smaller task records").
+  // more per record cost about 5% of dallyd's CPU per streamed task.
   BOOST_TEST(sizeof(task_record) <= 32 * sizeof(void*));
 }
 
