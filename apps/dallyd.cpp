@@ -100,8 +100,8 @@ public:
       .add(shards, "shards",
            "shard count, fixed when the data dir is created (default 4)")
       .add(durability, "durability",
-           "sync | periodic | none: when a write counts as safe "
-           "(default sync)")
+           "sync | periodic | none: when writes are fsync'd; none skips "
+           "the fsync but still writes the WAL (default sync)")
       .add(sync_period_ms, "sync-period-ms",
            "with periodic durability: longest a write stays unsynced "
            "(default 100)")
@@ -241,12 +241,15 @@ void print_help(const dallyd_config& cfg) {
        "  port=7400\n"
        "read from ./caf-application.ini when it exists, or from\n"
        "--config-file=FILE. Command-line flags override the file. CAF's own\n"
-       "settings (scheduler, middleman) are listed by --long-help. Idle\n"
-       "scheduler workers block instead of polling with short sleeps\n"
-       "(work-stealing.moderate-poll-attempts=0; CAF's default is 500), and\n"
-       "a due timer's job goes to an idle worker or to the front of a busy\n"
-       "one, not to the back (--scheduler.policy=sharing for CAF's other\n"
-       "scheduler).\n"
+       "settings (scheduler, middleman) are listed by --long-help; the\n"
+       "scheduler is CAF's own, with CAF's defaults.\n"
+       "\n"
+       "Durability: sync fsyncs every write a reply or a delivery depends on\n"
+       "before it goes out; periodic fsyncs every --sync-period-ms; none\n"
+       "never waits for an fsync. Every level writes RocksDB's WAL before it\n"
+       "answers, so a crash of dallyd (kill -9 included) loses nothing it\n"
+       "acknowledged; a power loss or kernel crash may lose what was not\n"
+       "fsync'd yet.\n"
        "\n"
        "Exit codes: 0 clean shutdown, 1 could not start (store locked by\n"
        "another dallyd, address in use, I/O error), 2 bad usage.\n"

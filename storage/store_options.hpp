@@ -26,8 +26,12 @@ enum class durability : uint8_t {
   /// a process crash loses nothing, a power loss loses at most the writes of
   /// the last period.
   periodic,
-  /// Never fsync'd by Dally: a process crash loses nothing, a power loss may
-  /// lose any write the OS had not flushed yet.
+  /// Commits still go to RocksDB's WAL (in the OS's page cache) before
+  /// they return; only the fsync is skipped: nothing waits for one but the
+  /// rare commit that moves the id reservation and an explicit `sync()`.
+  /// A process crash (kill -9 included) loses nothing, since the OS still
+  /// writes the WAL back; a power loss or kernel crash may lose any write
+  /// the OS had not written back yet, acknowledged ones included.
   none,
 };
 
