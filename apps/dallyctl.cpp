@@ -38,7 +38,6 @@
 #include "apps/cli_util.hpp"
 #include "core/delivery_policy.hpp"
 #include "core/time_range.hpp"
-#include "logic/engine_config.hpp"
 #include "net/client_guard.hpp"
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
