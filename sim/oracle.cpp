@@ -440,9 +440,9 @@ std::optional<violation> oracle::check_gone(uint64_t id, const task_state& t,
       return violation{"retry", where + which +
                                   " failed (nacked or its lease ran out), "
                                   "never came back, and the task is gone"};
-    return violation{"dead_letter", where + which +
-                                      " was its last and failed, yet the "
-                                      "task is gone, not a dead letter"};
+    return violation{"retry", where + which +
+                                " was its last and failed, yet the task is "
+                                "gone, not a dead letter"};
   }
   if (k.ref->recurring() && k.ref->exact_count() &&
       t.occurrences.size() != k.ref->max_occurrences())

@@ -105,8 +105,9 @@ enum class final_state : uint8_t { live, gone, dead, quarantined };
 ///   most the running delivery after `in_flight`; such a task ends gone.
 /// - `recurrence_count`: no more occurrences than the count, and a bounded
 ///   recurrence that ends has had every occurrence acked.
-/// - `retry`: a nacked or expired delivery comes back; a task does not end
-///   gone after a failed attempt that was not its last.
+/// - `retry`: a nacked or expired delivery comes back with the next
+///   attempt, or after the last attempt the task is a dead letter: it does
+///   not end gone after a failed delivery.
 /// - `lost`, `liveness`, `dead_letter`, `corrupt_record`: the end states.
 class oracle {
 public:
