@@ -90,12 +90,13 @@ enum class final_state : uint8_t { live, gone, dead, quarantined };
 /// - `due_time`: a one-shot delivery's due time is the requested one (at,
 ///   or within the engine's readings while it took the request plus the
 ///   delay), or one a reschedule asked for.
-/// - `recurrence_due`: an occurrence's due time is the one the reference
-///   schedule gives, after the previous occurrence was acked: its first
-///   point after the previous due time and the ack.
+/// - `recurrence_due`: an occurrence's due time is a point of the
+///   reference schedule, and comes only after a consumer acked the
+///   previous occurrence, no earlier than the first point after both the
+///   previous due time and that ack.
 /// - `never_early`: no delivery leaves before the engine's wall clock
-///   read its due time (exactly, against the readings it made), nor before
-///   true time minus the clock's skew bound.
+///   read its due time (exactly, against the readings it made), nor while
+///   true time is more than the clock's skew bound before it.
 /// - `attempts`: each delivery of an occurrence has a higher attempt than
 ///   the one before, one higher unless something may have lost one unseen.
 /// - `lease`: a redelivery leaves no earlier than the lease (from the due
