@@ -10,7 +10,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/shard.hpp"
+#include "core/placement.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
 
@@ -46,7 +46,7 @@ void publish(registry_actor* self, const std::string& topic) {
     for (auto& sub : i->second)
       msg.consumers.push_back(
         consumer_entry{sub.handle, sub.max_in_flight, sub.max_batch});
-  auto& target = st.notifiers[hash_index(topic, st.notifiers.size())];
+  auto& target = st.notifiers[core::notifier_of(topic, st.notifiers.size())];
   self->send(target, std::move(msg));
 }
 

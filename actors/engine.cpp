@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -17,6 +18,8 @@
 #include "actors/notifier.hpp"
 #include "actors/shard.hpp"
 #include "actors/supervisor.hpp"
+#include "logic/engine_reports.hpp"
+#include "logic/engine_routing.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
 
@@ -28,6 +31,8 @@ struct engine_state {
   static inline const char* name = "dally.engine";
 
   logic::engine_config cfg;
+  /// Placement of requests on the shards.
+  std::optional<logic::request_router> router;
   std::vector<caf::actor> shards;
   std::vector<caf::actor> notifiers;
   caf::actor registry;
@@ -35,7 +40,6 @@ struct engine_state {
   /// Topics some consumer can take deliveries of; sent to every (re)started
   /// shard before anything else.
   std::set<std::string> available;
-  uint32_t next_shard = 0;
   uint32_t shards_up = 0;
   std::vector<bool> ever_up;
   uint64_t restarts = 0;
@@ -47,19 +51,14 @@ struct engine_state {
 
 using engine_impl_actor = caf::stateful_actor<engine_state>;
 
-/// The shard of an idempotency key: the same for every retry.
-uint32_t key_shard(const std::string& key, size_t count) {
-  return static_cast<uint32_t>(hash_index(key, count));
-}
-
 caf::error shard_unavailable(uint32_t index) {
   return net::make_caf_error(core::errc::unavailable,
                              "shard " + std::to_string(index) +
                                " is restarting; retry the request");
 }
 
-/// Forwards the current request to the shard owning `index`, keeping the
-/// sender's reply address; fails with `unavailable` while it is down.
+/// Forwards the current request to shard `index`, keeping the sender's
+/// reply address; fails with `unavailable` while it is down.
 template<class Msg>
 void route(engine_impl_actor* self, uint32_t index, Msg& msg) {
   auto& shard = self->state.shards[index];
@@ -71,17 +70,18 @@ void route(engine_impl_actor* self, uint32_t index, Msg& msg) {
   self->delegate(shard, std::move(msg));
 }
 
-uint32_t owner(engine_impl_actor* self, uint64_t id) {
-  return static_cast<uint32_t>(id % self->state.shards.size());
+/// Forwards the current request to the shard that owns task `id`.
+template<class Msg>
+void route_id(engine_impl_actor* self, uint64_t id, Msg& msg) {
+  route(self, self->state.router->shard_of(id), msg);
 }
 
-uint32_t shard_for(engine_impl_actor* self, const v1::ScheduleRequest& req) {
-  auto& st = self->state;
-  if (req.has_idempotency_key())
-    return key_shard(req.idempotency_key(), st.shards.size());
-  auto i = st.next_shard;
-  st.next_shard = (st.next_shard + 1) % st.shards.size();
-  return i;
+/// Sends `msg` to the shard that owns task `id`, if it runs.
+template<class Msg>
+void tell_owner(engine_impl_actor* self, uint64_t id, const Msg& msg) {
+  auto& shard = self->state.shards[self->state.router->shard_of(id)];
+  if (shard)
+    self->send(shard, msg);
 }
 
 void check_ready(engine_impl_actor* self) {
@@ -97,86 +97,58 @@ void check_ready(engine_impl_actor* self) {
   }
 }
 
+/// Sends one part of a split schedule_batch and puts its answer in place.
+void send_part(engine_impl_actor* self, logic::batch_part& part,
+               std::shared_ptr<logic::batch_answer> acc,
+               caf::typed_response_promise<net::schedule_batch_reply> rp) {
+  auto finish = [acc, rp]() mutable {
+    if (acc->complete())
+      rp.deliver(net::schedule_batch_reply{acc->take()});
+  };
+  auto fail_all = [acc, finish,
+                   positions = part.positions](const caf::error& err) mutable {
+    acc->fail(positions, net::from_caf(err));
+    finish();
+  };
+  auto& shard = self->state.shards[part.shard];
+  if (!shard) {
+    fail_all(shard_unavailable(part.shard));
+    return;
+  }
+  self
+    ->request(shard, caf::infinite,
+              net::schedule_batch_request{std::move(part.request)})
+    .then(
+      [acc, finish, positions = std::move(part.positions)](
+        net::schedule_batch_reply& sub) mutable {
+        acc->fill(positions, sub.pb);
+        finish();
+      },
+      fail_all);
+}
+
 /// Forwards a batch without idempotency keys whole to the next shard in
-/// turn; splits one with keys by shard, sends each part, and puts the
-/// answers back in the request's order.
+/// turn, whose reply is the answer (no copy of every task's request and
+/// result to split and put back together); splits one with keys by shard,
+/// sends each part, and puts the answers back in the request's order.
 void schedule_batch(engine_impl_actor* self, net::schedule_batch_request& req) {
   auto& st = self->state;
-  auto n = req.pb.tasks_size();
-  const auto& tasks = req.pb.tasks();
-  if (n > 0 && st.shards[st.next_shard] &&
-      std::none_of(tasks.begin(), tasks.end(), [](const auto& task) {
-        return task.has_idempotency_key();
-      })) {
-    // Its shard's reply is the answer: no copy of every task's request and
-    // result to split and put back together.
-    auto shard = st.next_shard;
-    st.next_shard = (st.next_shard + 1) % st.shards.size();
-    self->delegate(st.shards[shard], std::move(req));
+  auto whole =
+    st.router->whole(req.pb, [&st](uint32_t i) { return !!st.shards[i]; });
+  if (whole) {
+    self->delegate(st.shards[*whole], std::move(req));
     return;
   }
   auto rp = self->make_response_promise<net::schedule_batch_reply>();
-  struct pending {
-    v1::ScheduleBatchReply reply;
-    size_t parts_left = 0;
-    caf::typed_response_promise<net::schedule_batch_reply> rp;
-  };
-  auto acc = std::make_shared<pending>();
-  acc->rp = rp;
-  for (int i = 0; i < n; ++i)
-    acc->reply.add_results();
-  // Tasks without a key all go to one shard, keyed ones to their key's.
-  std::map<uint32_t, std::pair<net::schedule_batch_request, std::vector<int>>>
-    parts;
-  uint32_t unkeyed = st.next_shard;
-  bool used_unkeyed = false;
-  for (int i = 0; i < n; ++i) {
-    auto& task = *req.pb.mutable_tasks(i);
-    uint32_t shard;
-    if (task.has_idempotency_key()) {
-      shard = key_shard(task.idempotency_key(), st.shards.size());
-    } else {
-      shard = unkeyed;
-      used_unkeyed = true;
-    }
-    auto& part = parts[shard];
-    *part.first.pb.add_tasks() = std::move(task);
-    part.second.push_back(i);
-  }
-  if (used_unkeyed)
-    st.next_shard = (st.next_shard + 1) % st.shards.size();
+  auto n = req.pb.tasks_size();
+  auto parts = st.router->split(req.pb);
   if (parts.empty()) {
     rp.deliver(net::schedule_batch_reply{});
     return;
   }
-  acc->parts_left = parts.size();
-  for (auto& [shard, part] : parts) {
-    auto positions = std::move(part.second);
-    auto fail_all = [acc, positions](const caf::error& err) {
-      auto e = net::from_caf(err);
-      for (auto pos : positions) {
-        auto* f = acc->reply.mutable_results(pos)->mutable_failure();
-        f->set_code(static_cast<uint32_t>(e.code()));
-        f->set_message(e.message());
-      }
-      if (--acc->parts_left == 0)
-        acc->rp.deliver(net::schedule_batch_reply{std::move(acc->reply)});
-    };
-    if (!st.shards[shard]) {
-      fail_all(shard_unavailable(shard));
-      continue;
-    }
-    self->request(st.shards[shard], caf::infinite, std::move(part.first))
-      .then(
-        [acc, positions](net::schedule_batch_reply& sub) {
-          for (size_t k = 0; k < positions.size(); ++k)
-            *acc->reply.mutable_results(positions[k]) =
-              std::move(*sub.pb.mutable_results(static_cast<int>(k)));
-          if (--acc->parts_left == 0)
-            acc->rp.deliver(net::schedule_batch_reply{std::move(acc->reply)});
-        },
-        fail_all);
-  }
+  auto acc = std::make_shared<logic::batch_answer>(n, parts.size());
+  for (auto& part : parts)
+    send_part(self, part, acc, rp);
 }
 
 /// Asks every shard, notifier and the registry for their numbers.
@@ -184,83 +156,34 @@ void stats(engine_impl_actor* self) {
   auto& st = self->state;
   auto rp = self->make_response_promise<net::stats_reply>();
   struct pending {
-    v1::StatsReply reply;
-    std::map<std::string, v1::TopicStats> topics;
+    logic::stats_merge merge;
     size_t left = 0;
     caf::typed_response_promise<net::stats_reply> rp;
     void done() {
-      if (--left > 0)
-        return;
-      for (auto& [name, t] : topics)
-        *reply.add_topics() = t;
-      rp.deliver(net::stats_reply{std::move(reply)});
+      if (--left == 0)
+        rp.deliver(net::stats_reply{merge.take()});
     }
   };
-  auto acc = std::make_shared<pending>();
-  acc->rp = rp;
-  acc->reply.set_shards(static_cast<uint32_t>(st.shards.size()));
-  acc->reply.set_shard_restarts(st.restarts);
-  acc->left = 1 + st.notifiers.size();
+  auto acc = std::make_shared<pending>(pending{
+    logic::stats_merge{static_cast<uint32_t>(st.shards.size()), st.restarts},
+    1 + st.notifiers.size(), rp});
   for (auto& s : st.shards)
     if (s)
       ++acc->left;
-  auto topic = [acc](const std::string& name) -> v1::TopicStats& {
-    auto& t = acc->topics[name];
-    t.set_topic(name);
-    return t;
-  };
   auto ignore = [acc](const caf::error&) { acc->done(); };
-  for (auto& s : st.shards) {
-    if (!s)
-      continue;
-    self->request(s, caf::infinite, stats_atom::value)
-      .then(
-        [acc, topic](shard_stats_msg& m) {
-          auto& r = acc->reply;
-          auto& c = m.counters;
-          r.set_in_window(r.in_window() + m.window + m.backlog);
-          r.set_scheduled(r.scheduled() + c.scheduled);
-          r.set_fired(r.fired() + c.fired);
-          r.set_acked(r.acked() + c.acked);
-          r.set_nacked(r.nacked() + c.nacked);
-          r.set_redelivered(r.redelivered() + c.redelivered);
-          r.set_dead_lettered(r.dead_lettered() + c.dead_lettered);
-          r.set_revoked(r.revoked() + c.revoked);
-          r.set_commits(r.commits() + c.commits);
-          r.set_memtable_bytes(r.memtable_bytes() + m.memtable_bytes);
-          r.set_quarantined(r.quarantined() + m.quarantined);
-          for (auto& [name, n] : m.waiting) {
-            r.set_waiting(r.waiting() + n);
-            auto& t = topic(name);
-            t.set_waiting(t.waiting() + n);
-          }
-          acc->done();
-        },
-        ignore);
-  }
-  for (auto& n : st.notifiers) {
+  auto add = [acc](const auto& report) {
+    acc->merge.add(report);
+    acc->done();
+  };
+  for (auto& s : st.shards)
+    if (s)
+      self->request(s, caf::infinite, stats_atom::value)
+        .then([add](shard_stats_msg& m) { add(m); }, ignore);
+  for (auto& n : st.notifiers)
     self->request(n, caf::infinite, stats_atom::value)
-      .then(
-        [acc, topic](notifier_stats_msg& m) {
-          acc->reply.set_in_flight(acc->reply.in_flight() + m.in_flight);
-          for (auto& [name, c] : m.topics) {
-            auto& t = topic(name);
-            t.set_in_flight(t.in_flight() + c.in_flight);
-            t.set_queued(t.queued() + c.queued);
-            t.set_delivered(t.delivered() + c.delivered);
-          }
-          acc->done();
-        },
-        ignore);
-  }
+      .then([add](notifier_stats_msg& m) { add(m); }, ignore);
   self->request(st.registry, caf::infinite, topics_atom::value)
-    .then(
-      [acc, topic](topic_consumers_msg& m) {
-        for (auto& [name, n] : m.counts)
-          topic(name).set_consumers(n);
-        acc->done();
-      },
-      ignore);
+    .then([add](topic_consumers_msg& m) { add(m.counts); }, ignore);
 }
 
 /// Merges one page of dead letters from every shard, in id order.
@@ -270,8 +193,7 @@ void dead_letters(engine_impl_actor* self, net::dead_letters_request& req) {
   size_t limit =
     req.pb.limit() == 0 ? st.cfg.shard.dead_letter_page : req.pb.limit();
   struct pending {
-    std::vector<v1::DeadLetter> dead;
-    bool more = false;
+    logic::dead_letter_merge merge;
     size_t left = 0;
     size_t limit = 0;
     caf::error err;
@@ -279,24 +201,14 @@ void dead_letters(engine_impl_actor* self, net::dead_letters_request& req) {
     void done() {
       if (--left > 0)
         return;
-      if (err) {
+      if (err)
         rp.deliver(err);
-        return;
-      }
-      std::sort(dead.begin(), dead.end(),
-                [](auto& x, auto& y) { return x.task().id() < y.task().id(); });
-      v1::DeadLettersReply out;
-      for (size_t i = 0; i < dead.size() && i < limit; ++i)
-        *out.add_dead() = std::move(dead[i]);
-      if ((more || dead.size() > limit) && out.dead_size() > 0)
-        out.set_next_after_id(out.dead(out.dead_size() - 1).task().id());
-      rp.deliver(net::dead_letters_reply{std::move(out)});
+      else
+        rp.deliver(net::dead_letters_reply{merge.take(limit)});
     }
   };
-  auto acc = std::make_shared<pending>();
-  acc->rp = rp;
-  acc->limit = limit;
-  acc->left = st.shards.size();
+  auto acc = std::make_shared<pending>(
+    pending{{}, st.shards.size(), limit, caf::error{}, rp});
   for (uint32_t i = 0; i < st.shards.size(); ++i) {
     if (!st.shards[i]) {
       acc->err = shard_unavailable(i);
@@ -309,10 +221,7 @@ void dead_letters(engine_impl_actor* self, net::dead_letters_request& req) {
     self->request(st.shards[i], caf::infinite, net::dead_letters_request{part})
       .then(
         [acc](net::dead_letters_reply& page) {
-          for (auto& d : *page.pb.mutable_dead())
-            acc->dead.push_back(std::move(d));
-          if (page.pb.next_after_id() != 0)
-            acc->more = true;
+          acc->merge.add(page.pb);
           acc->done();
         },
         [acc](const caf::error& err) {
@@ -330,28 +239,20 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
     shard_setup s;
     s.index = i;
     s.store = shard_store_options(cfg, i);
-    s.opts = cfg.shard;
-    if (s.opts.max_unanswered_per_topic == 0 &&
-        cfg.max_unanswered_per_topic > 0)
-      s.opts.max_unanswered_per_topic =
-        (cfg.max_unanswered_per_topic + cfg.shard_count - 1) / cfg.shard_count;
+    s.opts = logic::shard_options_of(cfg);
     s.engine = caf::actor_cast<caf::actor>(self);
     s.notifiers = st.notifiers;
     s.wall_clock_ms = cfg.wall_clock_ms;
+    s.open_store = cfg.open_store;
     out.push_back(std::move(s));
   }
   return out;
 }
 
-caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
+/// Spawns the notifiers, the consumer registry and the supervisor (which
+/// starts the shards), all linked to the engine.
+void spawn_children(engine_impl_actor* self) {
   auto& st = self->state;
-  if (!cfg.wall_clock_ms)
-    cfg.wall_clock_ms = logic::system_wall_clock_ms;
-  cfg.shard_count = std::max<uint32_t>(1, cfg.shard_count);
-  cfg.notifiers = std::max<uint32_t>(1, cfg.notifiers);
-  st.cfg = std::move(cfg);
-  st.shards.resize(st.cfg.shard_count);
-  st.ever_up.resize(st.cfg.shard_count, false);
   auto me = caf::actor_cast<caf::actor>(self);
   auto& sys = self->system();
   logic::notifier_options dopts;
@@ -370,16 +271,18 @@ caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
                                    st.cfg.max_restarts_per_minute);
   self->link_to(st.supervisor);
   self->monitor(st.supervisor);
+}
+
+/// Stopping: the supervisor stops the shards, which flush and close their
+/// stores; the engine goes last (when the supervisor is down), so that
+/// waiting for it means waiting for all of them.
+void set_stop_handlers(engine_impl_actor* self) {
   self->set_down_handler([self](caf::down_msg& msg) {
-    // The supervisor goes once every shard has closed its store.
     auto& st = self->state;
     if (msg.source == st.supervisor.address())
       self->quit(st.stopping ? st.stop_reason : msg.reason);
   });
   self->set_exit_handler([self](caf::exit_msg& msg) {
-    // Stopping: the supervisor stops the shards, which flush and close
-    // their stores; the engine goes last, so that waiting for it means
-    // waiting for all of them.
     auto& st = self->state;
     if (st.stopping)
       return;
@@ -392,31 +295,90 @@ caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
     self->send_exit(st.registry, st.stop_reason);
     self->send_exit(st.supervisor, st.stop_reason);
   });
+}
+
+void on_settle_batch(engine_impl_actor* self, settle_batch_msg& msg) {
+  // Before a notifier knows a shard; a shard that is down misses its
+  // verdicts, and the leases redeliver those tasks.
+  auto& st = self->state;
+  std::vector<settle_batch_msg> parts(st.shards.size());
+  for (auto& item : msg.items)
+    parts[st.router->shard_of(item.ref.id)].items.push_back(std::move(item));
+  for (size_t i = 0; i < parts.size(); ++i)
+    if (!parts[i].items.empty() && st.shards[i])
+      self->send(st.shards[i], std::move(parts[i]));
+}
+
+void on_topic_status(engine_impl_actor* self, topic_status_msg& msg) {
+  auto& st = self->state;
+  if (msg.available)
+    st.available.insert(msg.topic);
+  else
+    st.available.erase(msg.topic);
+  for (auto& shard : st.shards)
+    if (shard)
+      self->send(shard, msg);
+}
+
+void on_shard_up(engine_impl_actor* self, shard_up_msg& msg) {
+  auto& st = self->state;
+  if (msg.index >= st.shards.size())
+    return;
+  st.shards[msg.index] = msg.shard;
+  for (auto& topic : st.available)
+    self->send(msg.shard, topic_status_msg{topic, true});
+  if (st.ever_up[msg.index]) {
+    ++st.restarts;
+  } else {
+    st.ever_up[msg.index] = true;
+    ++st.shards_up;
+    check_ready(self);
+  }
+}
+
+void on_shard_down(engine_impl_actor* self, shard_down_msg& msg) {
+  auto& st = self->state;
+  if (msg.index >= st.shards.size())
+    return;
+  st.shards[msg.index] = nullptr;
+  if (!st.ever_up[msg.index] && !st.start_error) {
+    auto err = net::from_caf(msg.reason);
+    st.start_error = net::make_caf_error(
+      err.code(), "shard " + std::to_string(msg.index) + ": " + err.message());
+    check_ready(self);
+  }
+}
+
+caf::result<ready_atom> on_ready(engine_impl_actor* self) {
+  auto& st = self->state;
+  if (st.start_error)
+    return st.start_error;
+  if (st.shards_up == st.shards.size())
+    return ready_atom::value;
+  auto rp = self->make_response_promise();
+  st.ready_waiters.push_back(rp);
+  return rp;
+}
+
+/// The requests of clients and consumers.
+caf::message_handler client_requests(engine_impl_actor* self) {
   return {
     [self](net::schedule_request& req) {
-      route(self, shard_for(self, req.pb), req);
+      route(self, self->state.router->shard_for(req.pb), req);
     },
     [self](net::schedule_batch_request& req) { schedule_batch(self, req); },
-    [self](net::revoke_request& req) {
-      route(self, owner(self, req.pb.id()), req);
-    },
-    [self](net::reschedule_request& req) {
-      route(self, owner(self, req.pb.id()), req);
-    },
-    [self](net::get_request& req) {
-      route(self, owner(self, req.pb.id()), req);
-    },
-    [self](net::kick_request& req) {
-      route(self, owner(self, req.pb.id()), req);
-    },
+    [self](net::revoke_request& req) { route_id(self, req.pb.id(), req); },
+    [self](net::reschedule_request& req) { route_id(self, req.pb.id(), req); },
+    [self](net::get_request& req) { route_id(self, req.pb.id(), req); },
+    [self](net::kick_request& req) { route_id(self, req.pb.id(), req); },
     [self](net::ack_request& req) {
-      route(self, owner(self, req.pb.id().task_id()), req);
+      route_id(self, req.pb.id().task_id(), req);
     },
     [self](net::nack_request& req) {
-      route(self, owner(self, req.pb.id().task_id()), req);
+      route_id(self, req.pb.id().task_id(), req);
     },
     [self](net::touch_request& req) {
-      route(self, owner(self, req.pb.id().task_id()), req);
+      route_id(self, req.pb.id().task_id(), req);
     },
     [self](net::subscribe_request& req, consumer_actor& consumer) {
       self->delegate(self->state.registry, std::move(req), std::move(consumer));
@@ -429,77 +391,36 @@ caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
     },
     [self](net::stats_request&) { stats(self); },
     [self](net::dead_letters_request& req) { dead_letters(self, req); },
-    [self](requeue_msg& msg) {
-      auto& shard = self->state.shards[owner(self, msg.ref.id)];
-      if (shard)
-        self->send(shard, msg);
-    },
-    [self](undelivered_msg& msg) {
-      auto& shard = self->state.shards[owner(self, msg.ref.id)];
-      if (shard)
-        self->send(shard, msg);
-    },
-    [self](settle_batch_msg& msg) {
-      // Before a notifier knows a shard; a shard that is down misses its
-      // verdicts, and the leases redeliver those tasks.
-      auto& st = self->state;
-      std::vector<settle_batch_msg> parts(st.shards.size());
-      for (auto& item : msg.items)
-        parts[owner(self, item.ref.id)].items.push_back(std::move(item));
-      for (size_t i = 0; i < parts.size(); ++i)
-        if (!parts[i].items.empty() && st.shards[i])
-          self->send(st.shards[i], std::move(parts[i]));
-    },
-    [self](topic_status_msg& msg) {
-      auto& st = self->state;
-      if (msg.available)
-        st.available.insert(msg.topic);
-      else
-        st.available.erase(msg.topic);
-      for (auto& shard : st.shards)
-        if (shard)
-          self->send(shard, msg);
-    },
-    [self](shard_up_msg& msg) {
-      auto& st = self->state;
-      if (msg.index >= st.shards.size())
-        return;
-      st.shards[msg.index] = msg.shard;
-      for (auto& topic : st.available)
-        self->send(msg.shard, topic_status_msg{topic, true});
-      if (st.ever_up[msg.index]) {
-        ++st.restarts;
-      } else {
-        st.ever_up[msg.index] = true;
-        ++st.shards_up;
-        check_ready(self);
-      }
-    },
-    [self](shard_down_msg& msg) {
-      auto& st = self->state;
-      if (msg.index >= st.shards.size())
-        return;
-      st.shards[msg.index] = nullptr;
-      if (!st.ever_up[msg.index] && !st.start_error) {
-        auto err = net::from_caf(msg.reason);
-        st.start_error =
-          net::make_caf_error(err.code(), "shard " + std::to_string(msg.index) +
-                                            ": " + err.message());
-        check_ready(self);
-      }
-    },
-    [self](shards_atom) { return shard_handles_msg{self->state.shards}; },
-    [self](ready_atom) -> caf::result<ready_atom> {
-      auto& st = self->state;
-      if (st.start_error)
-        return st.start_error;
-      if (st.shards_up == st.shards.size())
-        return ready_atom::value;
-      auto rp = self->make_response_promise();
-      st.ready_waiters.push_back(rp);
-      return rp;
-    },
   };
+}
+
+/// The messages of the engine's own actors (and of tests).
+caf::message_handler node_messages(engine_impl_actor* self) {
+  return {
+    [self](requeue_msg& msg) { tell_owner(self, msg.ref.id, msg); },
+    [self](undelivered_msg& msg) { tell_owner(self, msg.ref.id, msg); },
+    [self](settle_batch_msg& msg) { on_settle_batch(self, msg); },
+    [self](topic_status_msg& msg) { on_topic_status(self, msg); },
+    [self](shard_up_msg& msg) { on_shard_up(self, msg); },
+    [self](shard_down_msg& msg) { on_shard_down(self, msg); },
+    [self](shards_atom) { return shard_handles_msg{self->state.shards}; },
+    [self](ready_atom) { return on_ready(self); },
+  };
+}
+
+caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
+  auto& st = self->state;
+  if (!cfg.wall_clock_ms)
+    cfg.wall_clock_ms = logic::system_wall_clock_ms;
+  cfg.shard_count = std::max<uint32_t>(1, cfg.shard_count);
+  cfg.notifiers = std::max<uint32_t>(1, cfg.notifiers);
+  st.cfg = std::move(cfg);
+  st.router.emplace(core::shard_map::single_node(st.cfg.shard_count));
+  st.shards.resize(st.cfg.shard_count);
+  st.ever_up.resize(st.cfg.shard_count, false);
+  spawn_children(self);
+  set_stop_handlers(self);
+  return client_requests(self).or_else(node_messages(self));
 }
 
 } // namespace

@@ -12,8 +12,10 @@
 #include <caf/atom.hpp>
 #include <caf/error.hpp>
 
+#include "logic/engine_reports.hpp"
 #include "logic/notifier_logic.hpp"
 #include "logic/release_queue.hpp"
+#include "logic/shard_driver.hpp"
 #include "logic/shard_logic.hpp"
 #include "net/engine_actor.hpp"
 #include "proto/dally_api.pb.h"
@@ -76,12 +78,7 @@ struct consumers_msg {
 };
 
 /// One verdict of a batch consumer, for the task's shard.
-struct settle_item {
-  logic::delivery_ref ref;
-  bool ack = true;
-  /// Nack only: retry after this delay (unset: the task's backoff).
-  std::optional<int64_t> retry_in_ms;
-};
+using settle_item = logic::verdict;
 
 /// Notifier -> shard (through the engine until the shard has announced
 /// itself): the acks and nacks of one batch answer for that shard's tasks,
@@ -109,20 +106,10 @@ struct shard_down_msg {
 };
 
 /// Shard -> engine: a shard's numbers, for stats.
-struct shard_stats_msg {
-  logic::shard_counters counters;
-  uint64_t window = 0;
-  uint64_t backlog = 0;
-  std::map<std::string, uint64_t> waiting;
-  uint64_t memtable_bytes = 0;
-  uint64_t quarantined = 0;
-};
+using shard_stats_msg = logic::shard_report;
 
 /// Notifier -> engine: a notifier's numbers, for stats.
-struct notifier_stats_msg {
-  std::map<std::string, logic::topic_counters> topics;
-  uint64_t in_flight = 0;
-};
+using notifier_stats_msg = logic::notifier_report;
 
 /// Engine -> tests: the current shard actors (null while restarting).
 struct shard_handles_msg {

@@ -11,29 +11,16 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
+#include "core/placement.hpp"
 #include "logic/answer_deadlines.hpp"
+#include "logic/armed_timer.hpp"
+#include "logic/consumer_sends.hpp"
 #include "logic/wall_clock.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
 
 namespace {
-
-/// One of the notifier's armed timers: its generation (the message of an
-/// older one is ignored) and wall-clock target.
-struct armed_check {
-  uint64_t generation = 0;
-  int64_t armed_ms = std::numeric_limits<int64_t>::max();
-
-  /// Whether the timer message of generation `gen` is the armed one; if
-  /// so, nothing is armed any more.
-  bool claim(uint64_t gen) noexcept {
-    if (gen != generation)
-      return false;
-    armed_ms = std::numeric_limits<int64_t>::max();
-    return true;
-  }
-};
 
 struct notifier_state {
   static inline const char* name = "dally.notifier";
@@ -44,21 +31,19 @@ struct notifier_state {
   std::vector<caf::actor> shards;
   std::unique_ptr<logic::notifier_logic> logic;
   logic::wall_clock clock;
-  /// Fired deliveries waiting for their due time, and the armed release:
-  /// its generation and wall-clock target.
+  /// Fired deliveries waiting for their due time, and the armed release.
   logic::release_queue holds;
-  uint64_t release_generation = 0;
-  int64_t release_armed_ms = std::numeric_limits<int64_t>::max();
+  logic::armed_timer release;
   /// Handle and deliveries per message of each known consumer.
   std::unordered_map<logic::consumer_id, std::pair<consumer_actor, uint32_t>>
     consumers;
   logic::notifier_effects fx;
   /// The armed expiry check of queued deliveries.
-  armed_check expiry;
+  logic::armed_timer expiry;
   /// Requests to consumers awaiting an answer, timed out by one armed
   /// check rather than by CAF's clock (see answer_deadlines).
   logic::answer_deadlines awaiting;
-  armed_check overdue;
+  logic::armed_timer overdue;
 };
 
 using notifier_actor = caf::stateful_actor<notifier_state>;
@@ -70,24 +55,24 @@ void act(notifier_actor* self);
 const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
   auto& st = self->state;
   if (!st.shards.empty()) {
-    auto& shard = st.shards[id % st.shards.size()];
+    auto count = static_cast<uint32_t>(st.shards.size());
+    auto& shard = st.shards[core::shard_of(id, count)];
     if (shard)
       return shard;
   }
   return st.engine;
 }
 
-/// Arms `check` (sending `Atom` and its generation) at `next_ms`, unless
+/// Arms `timer` (sending `Atom` and its generation) at `next_ms`, unless
 /// it is armed for then or sooner: the armed check re-arms when it runs.
 template<class Atom>
-void arm_at(notifier_actor* self, armed_check& check, int64_t next_ms) {
-  if (next_ms >= check.armed_ms)
+void arm_at(notifier_actor* self, logic::armed_timer& timer, int64_t next_ms) {
+  auto gen = timer.arm(next_ms);
+  if (!gen)
     return;
-  check.armed_ms = next_ms;
-  auto gen = ++check.generation;
   auto delay_ms = std::max<int64_t>(0, next_ms - self->state.clock.now_ms());
   self->delayed_send(self, std::chrono::milliseconds{delay_ms}, Atom::value,
-                     gen);
+                     *gen);
 }
 
 /// Keeps one check armed at the earliest deadline of an unanswered
@@ -128,6 +113,27 @@ logic::delivery_ref ref_of(const v1::Delivery& d) {
                              d.id().attempt()};
 }
 
+/// Sends a consumer's verdict on to the task's shard as an ack or a nack.
+void forward(notifier_actor* self, const logic::verdict& v) {
+  v1::DeliveryId id;
+  id.set_task_id(v.ref.id);
+  id.set_occurrence(v.ref.occurrence);
+  id.set_attempt(v.ref.attempt);
+  if (v.ack) {
+    v1::AckRequest ack;
+    *ack.mutable_id() = id;
+    caf::anon_send(settle_target(self, v.ref.id),
+                   net::ack_request{std::move(ack)});
+    return;
+  }
+  v1::NackRequest nack;
+  *nack.mutable_id() = id;
+  if (v.retry_in_ms)
+    nack.set_retry_in_ms(*v.retry_in_ms);
+  caf::anon_send(settle_target(self, v.ref.id),
+                 net::nack_request{std::move(nack)});
+}
+
 void send_one(notifier_actor* self, logic::consumer_id cid,
               logic::delivery_box box) {
   auto& st = self->state;
@@ -145,30 +151,9 @@ void send_one(notifier_actor* self, logic::consumer_id cid,
     [self, cid, ref](net::delivery_reply& reply) {
       auto& st = self->state;
       st.logic->answered(cid, ref, st.clock.now_ms(), st.fx);
-      v1::DeliveryId id;
-      id.set_task_id(ref.id);
-      id.set_occurrence(ref.occurrence);
-      id.set_attempt(ref.attempt);
-      switch (reply.pb.verdict()) {
-        case v1::DeliveryReply::VERDICT_ACK: {
-          v1::AckRequest ack;
-          *ack.mutable_id() = id;
-          caf::anon_send(settle_target(self, ref.id),
-                         net::ack_request{std::move(ack)});
-          break;
-        }
-        case v1::DeliveryReply::VERDICT_NACK: {
-          v1::NackRequest nack;
-          *nack.mutable_id() = id;
-          if (reply.pb.has_retry_in_ms())
-            nack.set_retry_in_ms(reply.pb.retry_in_ms());
-          caf::anon_send(settle_target(self, ref.id),
-                         net::nack_request{std::move(nack)});
-          break;
-        }
-        default:
-          break; // The consumer settles through the engine.
-      }
+      // Other answers: the consumer settles through the engine.
+      if (auto v = logic::verdict_of(ref, reply.pb))
+        forward(self, *v);
       act(self);
     },
     [self, cid, ref](caf::error& err) {
@@ -179,9 +164,27 @@ void send_one(notifier_actor* self, logic::consumer_id cid,
     });
 }
 
+/// A batch consumer answered: each delivery's slot is free, and the acks
+/// and nacks go to each shard in one message.
+void batch_answered(notifier_actor* self, logic::consumer_id cid,
+                    const std::vector<logic::delivery_ref>& refs,
+                    const v1::DeliveryBatchReply& reply) {
+  auto& st = self->state;
+  auto now_ms = st.clock.now_ms();
+  for (const auto& ref : refs)
+    st.logic->answered(cid, ref, now_ms, st.fx);
+  auto groups = logic::group_verdicts<caf::actor>(
+    logic::verdicts_of(refs, reply),
+    [self](core::task_id id) -> const caf::actor& {
+      return settle_target(self, id);
+    });
+  for (auto& [target, verdicts] : groups)
+    caf::anon_send(target, settle_batch_msg{std::move(verdicts)});
+  act(self);
+}
+
 /// Sends a batch consumer several deliveries in one request, timed out at
-/// the earliest of their lease deadlines; its answer settles them all, and
-/// the acks and nacks go to each shard in one message.
+/// the earliest of their lease deadlines; its answer settles them all.
 void send_batch(notifier_actor* self, logic::consumer_id cid,
                 std::vector<logic::delivery_box> items) {
   auto& st = self->state;
@@ -205,37 +208,7 @@ void send_batch(notifier_actor* self, logic::consumer_id cid,
   request_until<net::delivery_batch_reply>(
     self, handle, net::delivery_batch_msg{std::move(batch)}, deadline_ms,
     [self, cid, refs](net::delivery_batch_reply& reply) {
-      auto& st = self->state;
-      auto now_ms = st.clock.now_ms();
-      // By target shard (or the engine): the verdicts to settle.
-      std::vector<std::pair<caf::actor, settle_batch_msg>> out;
-      const auto& verdicts = reply.pb.replies();
-      for (size_t k = 0; k < refs.size(); ++k) {
-        st.logic->answered(cid, refs[k], now_ms, st.fx);
-        if (k >= static_cast<size_t>(verdicts.size()))
-          continue; // No verdict: VERDICT_LATER, the lease decides.
-        const auto& v = verdicts[static_cast<int>(k)];
-        settle_item item{refs[k], true, std::nullopt};
-        if (v.verdict() == v1::DeliveryReply::VERDICT_NACK) {
-          item.ack = false;
-          if (v.has_retry_in_ms())
-            item.retry_in_ms = v.retry_in_ms();
-        } else if (v.verdict() != v1::DeliveryReply::VERDICT_ACK) {
-          continue;
-        }
-        const auto& target = settle_target(self, refs[k].id);
-        auto j = std::find_if(out.begin(), out.end(),
-                              [&](auto& p) { return p.first == target; });
-        if (j == out.end()) {
-          out.emplace_back(target, settle_batch_msg{});
-          j = std::prev(out.end());
-          j->second.items.reserve(refs.size() - k);
-        }
-        j->second.items.push_back(std::move(item));
-      }
-      for (auto& [target, msg] : out)
-        caf::anon_send(target, std::move(msg));
-      act(self);
+      batch_answered(self, cid, refs, reply.pb);
     },
     [self, cid, refs](caf::error& err) {
       auto& st = self->state;
@@ -247,62 +220,29 @@ void send_batch(notifier_actor* self, logic::consumer_id cid,
     });
 }
 
-/// Payload bytes one batch message carries at most (a larger delivery goes
-/// alone), so that a batch of big payloads stays a sane message.
-constexpr size_t max_batch_payload_bytes = size_t{1} << 20;
-
-/// Sends what the notifier_logic chose: one message per delivery to a plain
-/// consumer; to a batch consumer, its deliveries of this round in batches
-/// of up to its `max_batch`, in the notifier_logic's order.
+/// Sends what the notifier_logic chose (see logic::dispatch_sends).
 void send_all(
   notifier_actor* self,
   std::vector<std::pair<logic::consumer_id, logic::delivery_box>> sends) {
   auto& st = self->state;
-  std::unordered_map<logic::consumer_id, std::vector<logic::delivery_box>>
-    pending;
-  std::vector<logic::consumer_id> order;
-  for (auto& [cid, d] : sends) {
-    auto i = st.consumers.find(cid);
-    if (i == st.consumers.end() || i->second.second <= 1) {
+  logic::dispatch_sends(
+    std::move(sends),
+    [&st](logic::consumer_id cid) -> size_t {
+      auto i = st.consumers.find(cid);
+      return i == st.consumers.end() ? 0 : i->second.second;
+    },
+    [self](logic::consumer_id cid, logic::delivery_box d) {
       send_one(self, cid, std::move(d));
-      continue;
-    }
-    auto [p, added] = pending.try_emplace(cid);
-    if (added) {
-      order.push_back(cid);
-      p->second.reserve(std::min<size_t>(sends.size(), i->second.second));
-    }
-    p->second.push_back(std::move(d));
-  }
-  for (auto cid : order) {
-    auto& items = pending[cid];
-    size_t max_batch = st.consumers[cid].second;
-    std::vector<logic::delivery_box> batch;
-    batch.reserve(std::min(max_batch, items.size()));
-    size_t bytes = 0;
-    for (auto& d : items) {
-      auto size = d->payload().size();
-      if (!batch.empty() && (batch.size() == max_batch ||
-                             bytes + size > max_batch_payload_bytes)) {
-        send_batch(self, cid, std::move(batch));
-        batch.clear();
-        batch.reserve(std::min(max_batch, items.size()));
-        bytes = 0;
-      }
-      bytes += size;
-      batch.push_back(std::move(d));
-    }
-    if (batch.size() == 1)
-      send_one(self, cid, std::move(batch.front()));
-    else
-      send_batch(self, cid, std::move(batch));
-  }
+    },
+    [self](logic::consumer_id cid, std::vector<logic::delivery_box> items) {
+      send_batch(self, cid, std::move(items));
+    });
 }
 
-/// Keeps one expiry check armed, at the notifier_logic's next one. Armed after
-/// `deliver` (which may start a queue) and after each check (which re-arms
-/// for the new fronts); a front with a shorter lease than the one before
-/// it is caught by the next check, or when its turn comes.
+/// Keeps one expiry check armed, at the notifier_logic's next one. Armed
+/// after `deliver` (which may start a queue) and after each check (which
+/// re-arms for the new fronts); a front with a shorter lease than the one
+/// before it is caught by the next check, or when its turn comes.
 void arm_expiry(notifier_actor* self) {
   auto& st = self->state;
   arm_at<expire_atom>(self, st.expiry, st.logic->next_expiry_ms());
@@ -312,18 +252,18 @@ void arm_expiry(notifier_actor* self) {
 void arm_release(notifier_actor* self) {
   auto& st = self->state;
   auto next = st.holds.next_release_ms();
-  if (next >= st.release_armed_ms)
-    return; // The armed release comes first; it re-arms when it runs.
-  st.release_armed_ms = next;
-  auto gen = ++st.release_generation;
+  // The armed release comes first: it re-arms when it runs.
+  auto gen = st.release.arm(next);
+  if (!gen)
+    return;
   auto delay_us = st.clock.delay_until_us(next);
   // High priority: releasing due deliveries goes ahead of answers and
   // batches queued in the mailbox.
   if (delay_us <= 0)
-    self->send<caf::message_priority::high>(self, release_atom::value, gen);
+    self->send<caf::message_priority::high>(self, release_atom::value, *gen);
   else
     self->delayed_send<caf::message_priority::high>(
-      self, std::chrono::microseconds{delay_us}, release_atom::value, gen);
+      self, std::chrono::microseconds{delay_us}, release_atom::value, *gen);
 }
 
 /// Hands the held deliveries that are due to the notifier_logic.
@@ -358,6 +298,44 @@ void act(notifier_actor* self) {
   }
 }
 
+void on_deliver_batch(notifier_actor* self, deliver_batch& batch) {
+  auto& st = self->state;
+  auto now = st.clock.now_ms();
+  bool any_due = false;
+  for (auto& item : batch.items) {
+    any_due = any_due || item.release_ms <= now;
+    st.holds.push(std::move(item));
+  }
+  if (any_due)
+    release_due(self);
+  else
+    arm_release(self);
+}
+
+/// What CAF's clock sends at a request's timeout: its answer becomes
+/// request_timeout. An answer that still arrives later is dropped.
+void time_out_overdue(notifier_actor* self) {
+  auto& st = self->state;
+  for (auto id : st.awaiting.pop_due(st.clock.now_ms()))
+    self->eq_impl(caf::message_id{id}, self->ctrl(), self->context(),
+                  caf::make_error(caf::sec::request_timeout));
+  arm_overdue(self);
+}
+
+void on_consumers(notifier_actor* self, consumers_msg& msg) {
+  auto& st = self->state;
+  std::vector<logic::consumer_slot> slots;
+  slots.reserve(msg.consumers.size());
+  for (auto& c : msg.consumers) {
+    auto cid = c.handle.id();
+    st.consumers[cid] = {c.handle, c.max_batch};
+    slots.push_back(logic::consumer_slot{cid, c.max_in_flight});
+  }
+  st.logic->set_consumers(msg.topic, std::move(slots), st.clock.now_ms(),
+                          st.fx);
+  act(self);
+}
+
 caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
                             uint32_t shard_count, logic::notifier_options opts,
                             std::function<int64_t()> wall_clock_ms) {
@@ -367,25 +345,10 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
   st.logic = std::make_unique<logic::notifier_logic>(opts);
   st.clock = logic::wall_clock{std::move(wall_clock_ms)};
   return {
-    [self](deliver_batch& batch) {
-      auto& st = self->state;
-      auto now = st.clock.now_ms();
-      bool any_due = false;
-      for (auto& item : batch.items) {
-        any_due = any_due || item.release_ms <= now;
-        st.holds.push(std::move(item));
-      }
-      if (any_due)
-        release_due(self);
-      else
-        arm_release(self);
-    },
+    [self](deliver_batch& batch) { on_deliver_batch(self, batch); },
     [self](release_atom, uint64_t gen) {
-      auto& st = self->state;
-      if (gen != st.release_generation)
-        return;
-      st.release_armed_ms = std::numeric_limits<int64_t>::max();
-      release_due(self);
+      if (self->state.release.claim(gen))
+        release_due(self);
     },
     [self](expire_atom, uint64_t gen) {
       auto& st = self->state;
@@ -396,34 +359,15 @@ caf::behavior notifier_impl(notifier_actor* self, caf::actor engine,
       arm_expiry(self);
     },
     [self](overdue_atom, uint64_t gen) {
-      auto& st = self->state;
-      if (!st.overdue.claim(gen))
-        return;
-      // What CAF's clock sends at a request's timeout: its answer becomes
-      // request_timeout. An answer that still arrives later is dropped.
-      for (auto id : st.awaiting.pop_due(st.clock.now_ms()))
-        self->eq_impl(caf::message_id{id}, self->ctrl(), self->context(),
-                      caf::make_error(caf::sec::request_timeout));
-      arm_overdue(self);
+      if (self->state.overdue.claim(gen))
+        time_out_overdue(self);
     },
     [self](shard_up_msg& msg) {
       auto& st = self->state;
       if (msg.index < st.shards.size())
         st.shards[msg.index] = std::move(msg.shard);
     },
-    [self](consumers_msg& msg) {
-      auto& st = self->state;
-      std::vector<logic::consumer_slot> slots;
-      slots.reserve(msg.consumers.size());
-      for (auto& c : msg.consumers) {
-        auto cid = c.handle.id();
-        st.consumers[cid] = {c.handle, c.max_batch};
-        slots.push_back(logic::consumer_slot{cid, c.max_in_flight});
-      }
-      st.logic->set_consumers(msg.topic, std::move(slots), st.clock.now_ms(),
-                              st.fx);
-      act(self);
-    },
+    [self](consumers_msg& msg) { on_consumers(self, msg); },
     [self](consumer_down_msg& msg) {
       auto& st = self->state;
       st.logic->consumer_down(msg.id, st.clock.now_ms(), st.fx);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 
 #include <caf/actor_ostream.hpp>
 #include <caf/actor_system.hpp>
@@ -10,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
+#include "logic/restart_backoff.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
 
@@ -23,9 +23,7 @@ struct supervised {
   shard_setup setup;
   caf::actor handle;
   bool started_once = false;
-  /// Monotonic times of recent restarts.
-  std::deque<std::chrono::steady_clock::time_point> restarts;
-  std::chrono::milliseconds backoff{0};
+  logic::restart_backoff backoff;
 };
 
 struct supervisor_state {
@@ -33,7 +31,6 @@ struct supervisor_state {
 
   caf::actor engine;
   std::vector<supervised> shards;
-  uint32_t max_restarts_per_minute = 10;
   bool stopping = false;
   caf::error stop_reason;
 };
@@ -47,73 +44,74 @@ void start(supervisor_actor* self, uint32_t index) {
   self->monitor(s.handle);
 }
 
+/// Stop every shard and quit only once all have flushed and closed their
+/// stores, so that whoever waits for us can reopen them.
+void stop(supervisor_actor* self, const caf::exit_msg& msg) {
+  auto& st = self->state;
+  if (st.stopping)
+    return;
+  st.stopping = true;
+  st.stop_reason = msg.reason;
+  bool any = false;
+  for (auto& s : st.shards)
+    if (s.handle) {
+      any = true;
+      self->send_exit(s.handle, msg.reason);
+    }
+  if (!any)
+    self->quit(msg.reason);
+}
+
+/// Shard `index` went down: tell the engine, and restart it unless it
+/// never opened its store (restarting will not help then).
+void shard_down(supervisor_actor* self, uint32_t index,
+                const caf::down_msg& msg) {
+  auto& st = self->state;
+  auto& s = st.shards[index];
+  s.handle = nullptr;
+  auto reason = net::describe(msg.reason);
+  self->send(st.engine, shard_down_msg{index, msg.reason});
+  if (!s.started_once)
+    return;
+  auto delay = s.backoff.failed(std::chrono::steady_clock::now());
+  caf::aout(self) << "dally: shard " << index << " failed (" << reason
+                  << "), restarting in " << delay.count() << " ms" << std::endl;
+  self->delayed_send(self, delay, restart_atom::value, index);
+}
+
+void on_down(supervisor_actor* self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  auto i = std::find_if(st.shards.begin(), st.shards.end(), [&](auto& s) {
+    return s.handle && s.handle.address() == msg.source;
+  });
+  if (i == st.shards.end())
+    return;
+  if (st.stopping) {
+    i->handle = nullptr;
+    if (std::none_of(st.shards.begin(), st.shards.end(),
+                     [](auto& s) { return static_cast<bool>(s.handle); }))
+      self->quit(st.stop_reason);
+    return;
+  }
+  shard_down(self, static_cast<uint32_t>(i - st.shards.begin()), msg);
+}
+
 caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
                               std::vector<shard_setup> shards,
                               uint32_t max_restarts_per_minute) {
   auto& st = self->state;
   st.engine = std::move(engine);
-  st.max_restarts_per_minute = std::max<uint32_t>(1, max_restarts_per_minute);
   for (auto& setup : shards)
-    st.shards.push_back(supervised{std::move(setup), {}, false, {}, {}});
+    st.shards.push_back(
+      supervised{std::move(setup),
+                 {},
+                 false,
+                 logic::restart_backoff{max_restarts_per_minute}});
   for (uint32_t i = 0; i < st.shards.size(); ++i)
     start(self, i);
-  self->set_exit_handler([self](const caf::exit_msg& msg) {
-    // Stop every shard and quit only once all have flushed and closed
-    // their stores, so that whoever waits for us can reopen them.
-    auto& st = self->state;
-    if (st.stopping)
-      return;
-    st.stopping = true;
-    st.stop_reason = msg.reason;
-    bool any = false;
-    for (auto& s : st.shards)
-      if (s.handle) {
-        any = true;
-        self->send_exit(s.handle, msg.reason);
-      }
-    if (!any)
-      self->quit(msg.reason);
-  });
-  self->set_down_handler([self](const caf::down_msg& msg) {
-    auto& st = self->state;
-    auto i = std::find_if(st.shards.begin(), st.shards.end(), [&](auto& s) {
-      return s.handle && s.handle.address() == msg.source;
-    });
-    if (i == st.shards.end())
-      return;
-    if (st.stopping) {
-      i->handle = nullptr;
-      if (std::none_of(st.shards.begin(), st.shards.end(),
-                       [](auto& s) { return static_cast<bool>(s.handle); }))
-        self->quit(st.stop_reason);
-      return;
-    }
-    auto index = static_cast<uint32_t>(i - st.shards.begin());
-    auto& s = *i;
-    s.handle = nullptr;
-    auto reason = net::describe(msg.reason);
-    self->send(st.engine, shard_down_msg{index, msg.reason});
-    if (!s.started_once) {
-      // It never opened its store: restarting will not help.
-      return;
-    }
-    auto now = std::chrono::steady_clock::now();
-    while (!s.restarts.empty() &&
-           now - s.restarts.front() > std::chrono::minutes{1})
-      s.restarts.pop_front();
-    s.restarts.push_back(now);
-    using std::chrono::milliseconds;
-    s.backoff = s.backoff.count() == 0
-                  ? milliseconds{10}
-                  : std::min(milliseconds{1000}, s.backoff * 2);
-    auto delay = s.restarts.size() > st.max_restarts_per_minute
-                   ? milliseconds{60'000}
-                   : s.backoff;
-    caf::aout(self) << "dally: shard " << index << " failed (" << reason
-                    << "), restarting in " << delay.count() << " ms"
-                    << std::endl;
-    self->delayed_send(self, delay, restart_atom::value, index);
-  });
+  self->set_exit_handler([self](const caf::exit_msg& msg) { stop(self, msg); });
+  self->set_down_handler(
+    [self](const caf::down_msg& msg) { on_down(self, msg); });
   return {
     [self](restart_atom, uint32_t index) {
       if (!self->state.stopping && index < self->state.shards.size() &&
@@ -125,7 +123,7 @@ caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
       auto& st = self->state;
       if (msg.index < st.shards.size()) {
         st.shards[msg.index].started_once = true;
-        st.shards[msg.index].backoff = std::chrono::milliseconds{0};
+        st.shards[msg.index].backoff.serving();
       }
     },
   };

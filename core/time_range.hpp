@@ -31,6 +31,15 @@ constexpr std::optional<int64_t> checked_add(int64_t x, int64_t y) noexcept {
   return sum;
 }
 
+/// `x + y`, clamped to the range of int64 instead of overflowing: for
+/// deadlines that may lie "never" away.
+constexpr int64_t saturating_add(int64_t x, int64_t y) noexcept {
+  int64_t sum = 0;
+  if (__builtin_add_overflow(x, y, &sum))
+    return y > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
 /// `x * y`, or nullopt if it overflows int64.
 constexpr std::optional<int64_t> checked_mul(int64_t x, int64_t y) noexcept {
   int64_t product = 0;

@@ -7,23 +7,24 @@
 #include <string>
 
 #include "core/delivery_policy.hpp"
+#include "core/result.hpp"
+#include "core/task_lifecycle.hpp"
 #include "core/task_limits.hpp"
 #include "storage/due_window.hpp"
 #include "storage/store_options.hpp"
+#include "storage/task_store.hpp"
 
 namespace dally::logic {
 
-/// Bugs planted on purpose, for the simulator's self-test only: it must
-/// catch each (see docs/simulation.md). Never set outside of it.
-enum class planted_bug : uint8_t {
-  none,
-  /// Every shard reads its wall clock 1 ms ahead: tasks fire 1 ms early.
-  fire_early,
-  /// The first task a shard schedules is acknowledged and never stored.
-  lose_ack,
-  /// The first revoke of a pending task answers done and removes nothing.
-  deliver_after_revoke,
-};
+/// Opens one shard's store.
+using store_opener =
+  std::function<core::result<std::unique_ptr<storage::task_store>>(
+    const storage::store_options&)>;
+
+/// Opens a shard's store with `open`, or as a RocksDB store when it is
+/// empty.
+core::result<std::unique_ptr<storage::task_store>>
+open_shard_store(const store_opener& open, const storage::store_options& opts);
 
 /// How one shard works (in the manner of rocksdb::Options: plain fields
 /// with documented defaults).
@@ -90,8 +91,12 @@ struct shard_options {
   /// rescheduled with the outcome `done`. 0: fire at the due time.
   int64_t fire_lead_ms = 32;
 
-  /// See planted_bug; `none` but in the simulator's self-test.
-  planted_bug plant = planted_bug::none;
+  /// The life cycle of the shard's tasks (what a fire, an ack, a nack, ...
+  /// does to a record). Null: core::task_lifecycle::standard(), the one of
+  /// the delivery contract. Only the simulator's self-test sets another (a
+  /// subclass with a planted bug, see sim/planted.hpp); it is shared by
+  /// every shard.
+  std::shared_ptr<const core::task_lifecycle> lifecycle;
 };
 
 /// Everything needed to start an engine on one node: the embedding facade
@@ -172,9 +177,23 @@ struct engine_config {
   /// Replaces RocksDB's file system in every shard's store (tests inject
   /// faults through it).
   std::shared_ptr<rocksdb::FileSystem> file_system;
+
+  /// Opens each shard's store. Empty: a RocksDB store
+  /// (storage::rocks_task_store). This is the seam for wrapping a store in
+  /// one that sees every read and write on its way: the simulator's
+  /// self-test plants a bug in a store this way (sim/planted.hpp), and a
+  /// cluster's replication will wrap each shard's store.
+  store_opener open_store;
 };
 
 /// The system clock as UTC ms.
 int64_t system_wall_clock_ms();
+
+/// The options of each shard of `cfg`: `cfg.shard`, with its share of
+/// `cfg.max_unanswered_per_topic` unless it sets its own.
+shard_options shard_options_of(const engine_config& cfg);
+
+/// The life cycle `opts` gives its shard (see shard_options::lifecycle).
+const core::task_lifecycle& lifecycle_of(const shard_options& opts) noexcept;
 
 } // namespace dally::logic

@@ -17,6 +17,7 @@
 #include "core/task.hpp"
 #include "logic/engine_config.hpp"
 #include "logic/release_queue.hpp"
+#include "logic/task_request.hpp"
 #include "proto/dally_api.pb.h"
 #include "storage/due_window.hpp"
 #include "storage/task_record.hpp"
@@ -58,7 +59,7 @@ struct scheduled_task {
 
 /// A get's answer: a live task or a dead letter.
 struct task_info {
-  storage::task_record record;
+  core::task_record record;
   bool dead = false;
   std::string dead_reason;
 };
@@ -87,7 +88,14 @@ struct shard_counters {
 
 /// The logic of one shard actor, free of CAF: it takes `now` (UTC wall-clock
 /// ms) as an argument, reads and writes its task store, keeps the in-memory
-/// due window, and returns what the actor must do next.
+/// due window, and returns what the actor must do next. It coordinates: the
+/// task's life cycle (core::task_lifecycle, `shard_options::lifecycle`) says
+/// what each transition does to a record, and one class per concern keeps
+/// the books around it: group commit (staged_batch), leases
+/// (lease_tracker), topic parking (topic_parking), the record cache
+/// (record_cache), pacing of overdue work (overdue_pacer), idempotency keys
+/// (idempotency_keys), fires on their way out (outgoing_fires) and first
+/// deliveries without a write (unwritten_fires).
 ///
 /// Group commit: every request that changes tasks stages its writes in one
 /// pending batch and returns its answer at once. The answer is valid only
@@ -98,34 +106,14 @@ struct shard_counters {
 /// answered at once (`dirty()` says whether anything is staged).
 ///
 /// Firing: `fire(now)` pops due tasks from the window and stages each as in
-/// flight (attempt + 1, lease deadline due time + lease); `commit` then
-/// returns them as deliveries, to be handed on only after the commit, so
-/// that redeliveries always carry a higher attempt. A first delivery of a
-/// task with more than one attempt is not written (only kept in memory) if
-/// the task is indexed up to the last commit's fire horizon: after a crash
-/// the store still has it pending, and a pending task at attempt 0 indexed
-/// up to the stored horizon counts its first attempt as spent (see
-/// docs/engine.md, "First deliveries without a write"). Tasks due within
-/// `fire_lead_ms` fire ahead of time: each delivery carries its release time
-/// (the due time) and a `delivery_hold`, and whoever holds it (the notifier)
-/// releases it when due, so a delivery never goes out before its due time and
-/// releasing it never waits for this shard. Until then a revoke or reschedule
-/// cancels the hold and answers done; once the hold is claimed, the delivery is
-/// in flight.
-///
-/// Topics without a consumer: due tasks of a topic marked unavailable, or
-/// with `max_unanswered_per_topic` deliveries fired and unanswered, are not
-/// delivered; they are parked in memory (counted as waiting) and come back
-/// when the topic becomes available, or half of its deliveries have been
-/// answered. Beyond `window.max_in_memory`
-/// parked entries the oldest are dropped from memory (they stay on disk) and
-/// the window is reloaded from the store when their topic becomes available.
-///
-/// Pacing: a task that was overdue by more than `late_threshold_ms` when
-/// the shard started (the backlog of its downtime) fires at most at
-/// `overdue_rate_per_s`, in due order; tasks due later fire at once, so new
-/// work meets its time while the backlog drains, and a shard that falls
-/// behind under load is never held to the paced rate.
+/// flight; `commit` then returns them as deliveries, to be handed on only
+/// after the commit, so that redeliveries always carry a higher attempt.
+/// Tasks due within `fire_lead_ms` fire ahead of time: each delivery
+/// carries its release time (the due time) and a `delivery_hold`, and
+/// whoever holds it (the notifier) releases it when due, so a delivery
+/// never goes out before its due time and releasing it never waits for
+/// this shard. Until then a revoke or reschedule cancels the hold and
+/// answers done; once the hold is claimed, the delivery is in flight.
 ///
 /// Every popped index entry is checked against the task's current record
 /// (staged or stored): entries made stale by a revoke, reschedule or settle
@@ -314,20 +302,5 @@ private:
   struct impl;
   std::unique_ptr<impl> impl_;
 };
-
-/// Builds a task from a client's request at `now_ms`: resolves the
-/// recurrence (RecurrenceSpec unset: once, at once), takes the request's
-/// policy or `opts.default_policy` when the request has none, and validates
-/// everything against `opts.limits`. Errors: those of the recurrence
-/// factories and task::validate, invalid_request for an unknown kind.
-core::result<core::task> to_task(const v1::ScheduleRequest& req, int64_t now_ms,
-                                 const shard_options& opts);
-
-/// As above, moving the request's topic and payload out instead of copying.
-core::result<core::task> to_task(v1::ScheduleRequest&& req, int64_t now_ms,
-                                 const shard_options& opts);
-
-/// A record as the wire carries it (to_proto of storage's codec).
-v1::TaskRecord to_wire(const storage::task_record& rec);
 
 } // namespace dally::logic

@@ -76,9 +76,9 @@ uint64_t parse_u64(const std::string& flag, const std::string& text) {
 /// A seed's run (child process) that takes longer than this hangs.
 constexpr std::chrono::seconds seed_timeout{120};
 
-std::string repro(uint64_t seed, logic::planted_bug plant) {
+std::string repro(uint64_t seed, sim::planted_bug plant) {
   std::string out = "dally-sim --seed " + std::to_string(seed);
-  if (plant != logic::planted_bug::none)
+  if (plant != sim::planted_bug::none)
     out += " --plant " + sim::planted_name(plant);
   return out;
 }
@@ -163,7 +163,7 @@ pid_t spawn_seed(uint64_t seed, const cli& args, const std::string& path) {
     std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::string> argv_s{self, "--seed", std::to_string(seed),
                                   "--brief"};
-  if (args.opts.plant != logic::planted_bug::none) {
+  if (args.opts.plant != sim::planted_bug::none) {
     argv_s.push_back("--plant");
     argv_s.push_back(sim::planted_name(args.opts.plant));
   }
@@ -373,7 +373,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     parse_option(args, argc, argv, i);
   if (args.expect_within > 0) {
-    if (args.opts.plant == logic::planted_bug::none)
+    if (args.opts.plant == sim::planted_bug::none)
       usage("--expect-failure-within needs --plant");
     return expect_failure(args);
   }

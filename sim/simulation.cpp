@@ -22,6 +22,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/messages.hpp"
+#include "core/placement.hpp"
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
@@ -692,7 +693,7 @@ void damage_record(world& w) {
     {storage::record_damage::wrong_id, "wrong id"},
   };
   auto [how, name] = kinds[g.pick(std::size(kinds))];
-  auto shard = static_cast<uint32_t>(id % w.cfg.shard_count);
+  auto shard = core::shard_of(id, w.cfg.shard_count);
   auto opts = actors::shard_store_options(w.cfg, shard);
   // The damage is not the engine's I/O: it bypasses the fault file system
   // (and the write and sync faults armed there). Files it did not create
@@ -1209,29 +1210,6 @@ std::string sim_params::describe() const {
   return out.str();
 }
 
-std::optional<logic::planted_bug> parse_planted(const std::string& name) {
-  using logic::planted_bug;
-  for (auto bug : {planted_bug::none, planted_bug::fire_early,
-                   planted_bug::lose_ack, planted_bug::deliver_after_revoke})
-    if (planted_name(bug) == name)
-      return bug;
-  return std::nullopt;
-}
-
-std::string planted_name(logic::planted_bug bug) {
-  switch (bug) {
-    case logic::planted_bug::none:
-      return "none";
-    case logic::planted_bug::fire_early:
-      return "fire-early";
-    case logic::planted_bug::lose_ack:
-      return "lose-ack";
-    case logic::planted_bug::deliver_after_revoke:
-      return "deliver-after-revoke";
-  }
-  return "none";
-}
-
 // -- the run ------------------------------------------------------------------
 
 namespace {
@@ -1249,9 +1227,9 @@ void configure_engine(world& w, const std::filesystem::path& data_dir) {
   w.cfg.max_deferred_index = p.max_deferred_index;
   if (p.max_unanswered_per_topic > 0)
     w.cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
-  w.cfg.shard.plant = w.opts.plant;
   w.cfg.file_system = w.fs;
   w.cfg.wall_clock_ms = [&w] { return w.read_wall_clock(); };
+  plant(w.opts.plant, w.cfg);
 }
 
 using agenda = std::multimap<int64_t, std::function<void()>>;

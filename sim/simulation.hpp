@@ -7,6 +7,7 @@
 
 #include "logic/engine_config.hpp"
 #include "sim/oracle.hpp"
+#include "sim/planted.hpp"
 #include "sim/prng.hpp"
 
 namespace dally::sim {
@@ -82,7 +83,7 @@ struct sim_params {
 struct sim_options {
   uint64_t seed = 0;
   /// A bug planted in the engine, for the self-test.
-  logic::planted_bug plant = logic::planted_bug::none;
+  planted_bug plant = planted_bug::none;
   /// Where the run's data directory goes (a fresh one, removed after).
   std::string data_root;
   /// Print every event as it happens.
@@ -115,9 +116,5 @@ struct sim_result {
 /// liveness phase runs; the oracle checks every delivery as it happens and
 /// every acknowledged task at the end.
 sim_result run_simulation(const sim_options& opts);
-
-/// The name of a planted bug on the command line, and back.
-std::optional<logic::planted_bug> parse_planted(const std::string& name);
-std::string planted_name(logic::planted_bug bug);
 
 } // namespace dally::sim

@@ -5,6 +5,8 @@
 #include <cassert>
 #include <utility>
 
+#include "core/placement.hpp"
+
 namespace dally::storage {
 
 namespace {
@@ -41,7 +43,7 @@ void deferred_index::for_each_open(
 void deferred_index::recover(core::task_id id, int64_t index_ms) {
   last_id_ = std::max(last_id_, id);
   ++live_;
-  bool owned = id % stride_ == shard_;
+  bool owned = core::shard_of(id, static_cast<uint32_t>(stride_)) == shard_;
   bool in_order = size_ == 0 || id > id_at(size_ - 1);
   size_t pos = size_ == 0 ? 0 : (id - base_id_) / stride_;
   if (!owned || !in_order || pos >= span_factor * std::max<size_t>(bound_, 1)) {
@@ -59,7 +61,7 @@ void deferred_index::recover(core::task_id id, int64_t index_ms) {
 
 bool deferred_index::defer(core::task_id id, int64_t index_ms) {
   if (bound_ == 0 || id <= std::max(last_id_, last_id_now_) ||
-      id % stride_ != shard_)
+      core::shard_of(id, static_cast<uint32_t>(stride_)) != shard_)
     return false;
   size_t pos = size_ == 0 ? 0 : (id - base_id_) / stride_;
   if (pos >= span_factor * bound_) {

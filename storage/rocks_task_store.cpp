@@ -23,6 +23,7 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include "core/placement.hpp"
 #include "proto/dally.pb.h"
 #include "storage/btree_memtable.hpp"
 #include "storage/deferred_index.hpp"
@@ -1147,14 +1148,14 @@ core::error rocks_task_store::sync() {
 
 core::task_id rocks_task_store::allocate_id() {
   auto& s = *impl_;
-  core::task_id id = 0;
-  if (s.next_local_id == std::numeric_limits<uint64_t>::max() ||
-      __builtin_mul_overflow(s.next_local_id, uint64_t{s.opts.shard_count},
-                             &id) ||
-      __builtin_add_overflow(id, uint64_t{s.opts.shard}, &id))
+  auto id =
+    s.next_local_id == std::numeric_limits<uint64_t>::max()
+      ? std::nullopt
+      : core::task_id_of(s.next_local_id, s.opts.shard, s.opts.shard_count);
+  if (!id)
     throw std::length_error("task ids of " + s.where() + " are used up");
   ++s.next_local_id;
-  return id;
+  return *id;
 }
 
 core::error rocks_task_store::set_epoch(uint64_t epoch) {
