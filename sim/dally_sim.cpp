@@ -17,7 +17,8 @@
 //     The self-test: seeds 1..K with BUG planted in the engine; exits 0 at
 //     the first seed whose run fails (on NAME, if given), 1 if none does or
 //     it fails on another invariant.
-// BUG: fire-early, lose-ack, deliver-after-revoke.
+// BUG: one of sim/planted.hpp's bugs (see docs/simulation.md), such as
+// fire-early; `dally-sim --help` lists them.
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -47,6 +48,14 @@ namespace {
 
 using namespace dally;
 
+std::string bug_names() {
+  std::string out;
+  for (auto bug : sim::planted_bugs())
+    if (bug != sim::planted_bug::none)
+      out += (out.empty() ? "" : ", ") + sim::planted_name(bug);
+  return out;
+}
+
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "dally-sim: " << why << "\n"
             << "usage: dally-sim [--seed N] [--plant BUG] [--verbose] "
@@ -57,7 +66,7 @@ using namespace dally;
             << "       dally-sim --seeds-file FILE [--jobs J] [--twice]\n"
             << "       dally-sim --plant BUG --expect-failure-within K "
                "[--expect-invariant NAME]\n"
-            << "BUG: fire-early, lose-ack, deliver-after-revoke\n";
+            << "BUG: " << bug_names() << "\n";
   std::exit(2);
 }
 
