@@ -171,6 +171,27 @@ BOOST_AUTO_TEST_CASE(occurrences_are_the_reference_schedules) {
              "recurrence_due");
 }
 
+BOOST_AUTO_TEST_CASE(a_cron_starts_at_its_first_match_after_it_was_taken) {
+  auto r = asked("k");
+  r.when.what = when_asked::kind::cron;
+  r.when.cron = "*/5 * * * * *";
+  r.when.max_count = 2;
+  // Taken at 20'000 (second 20 of a minute): 25'000 is the first match.
+  for (int64_t due : {20'000, 24'000, 30'000}) {
+    oracle o{0};
+    schedule(o, r, 1, 20'000);
+    BOOST_TEST(deliver(o, sent(r, 1, 1, due, due), due) == "recurrence_due",
+               "due " << due);
+  }
+  oracle ok{0};
+  schedule(ok, r, 1, 20'000);
+  BOOST_TEST(deliver(ok, sent(r, 1, 1, 25'000, 25'000), 25'000) == "none");
+  ack(ok, {1, 0, 1}, 25'010);
+  // Two occurrences never share a due time.
+  BOOST_TEST(deliver(ok, sent(r, 1, 1, 25'000, 25'020, 1), 25'020) ==
+             "recurrence_due");
+}
+
 BOOST_AUTO_TEST_CASE(
   the_next_occurrence_comes_after_an_ack_and_skips_missed_points) {
   auto r = every("k", 1'000, 5);
@@ -255,6 +276,14 @@ BOOST_AUTO_TEST_CASE(attempts_go_up_by_one_unless_something_broke) {
   oracle above{0};
   schedule(above, at("k", 0, 1), 1, 0);
   BOOST_TEST(deliver(above, sent(r, 1, 2, 0, 10), 10) == "attempts");
+  oracle zero{0};
+  schedule(zero, r, 1, 0);
+  BOOST_TEST(deliver(zero, sent(r, 1, 0, 0, 10), 10) == "attempts");
+  // A lease that ran out gives no attempt back: the redelivery is the next.
+  oracle again{0};
+  schedule(again, r, 1, 0);
+  deliver(again, sent(r, 1, 1, 0, 10), 10);
+  BOOST_TEST(deliver(again, sent(r, 1, 1, 0, 5'000), 5'000) == "attempts");
 }
 
 BOOST_AUTO_TEST_CASE(a_redelivery_waits_for_the_lease_and_the_backoff) {
@@ -336,6 +365,11 @@ BOOST_AUTO_TEST_CASE(nothing_leaves_once_a_revokes_done_left_the_engine) {
   running.revoke_answered(1, change_answer::in_flight);
   BOOST_TEST(deliver(running, sent(r, 1, 1, 100, 100), 100) == "none");
   BOOST_TEST(deliver(running, sent(r, 1, 2, 100, 2'000), 2'000) == "revoke");
+  // Either answer ends the task: gone, neither live nor a dead letter.
+  BOOST_TEST(invariant_of(running.check_final(1, final_state::dead, 2)) ==
+             "revoke");
+  BOOST_TEST(invariant_of(running.check_final(1, final_state::gone, 0)) ==
+             "none");
 }
 
 BOOST_AUTO_TEST_CASE(only_a_revoke_without_a_definite_answer_excuses_an_end) {
@@ -381,6 +415,10 @@ BOOST_AUTO_TEST_CASE(a_delivery_carries_what_its_client_asked_for) {
   schedule(other, r, 1, 0);
   schedule(other, at("b", 100), 2, 0);
   d = sent(at("b", 100), 1, 1, 100, 100);
+  BOOST_TEST(deliver(other, d, 100) == "payload");
+  // A payload no client asked for, of a task no answer named.
+  d = sent(r, 9, 1, 100, 100);
+  d.payload = "nobody's";
   BOOST_TEST(deliver(other, d, 100) == "payload");
   // A task whose answer never left the engine is known by its payload:
   // checked as it leaves, not at the end.
