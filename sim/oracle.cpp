@@ -244,6 +244,16 @@ std::optional<violation> oracle::check_due(const delivery_sent& d,
                      str(t.now_lo_ms) + ", " + str(t.now_hi_ms) + "])"};
 }
 
+bool oracle::moved_unseen(const task_state& t,
+                          const occurrence_state& occ) const {
+  if (occ.restarts_at_last != restarts_ ||
+      occ.reschedules_at_last != t.reschedules_arrived || !occ.consumer_alive ||
+      t.revokes_arrived > 0 || t.damaged)
+    return true;
+  auto it = deaths_.find(occ.consumer);
+  return it != deaths_.end() && it->second != occ.consumer_deaths_at_last;
+}
+
 std::optional<int64_t> oracle::earliest_retry_ms(const occurrence_state& occ,
                                                  const key_state& k,
                                                  uint64_t reschedules) const {
@@ -317,6 +327,9 @@ void oracle::record(const delivery_sent& d, task_state& t, const key_state& k,
   occ.consumer_deaths_at_last = dit == deaths_.end() ? 0 : dit->second;
   occ.consumer_alive = d.consumer_alive;
   occ.nack_mark.reset();
+  // The engine sent the occurrence again: no ack of an attempt before
+  // took effect.
+  occ.acked = false;
 }
 
 std::optional<violation> oracle::sent(const delivery_sent& d) {
@@ -402,18 +415,47 @@ void oracle::answered(const delivery_ref& d, consumer_verdict v,
   }
 }
 
-void oracle::touch_answered(const delivery_ref& d, int64_t extend_ms,
-                            bool accepted, size_t arrived_mark) {
+std::optional<violation> oracle::refused(const delivery_ref& d,
+                                         const char* what) {
   auto* occ = current(d);
-  if (!accepted || occ == nullptr)
-    return;
+  if (occ == nullptr)
+    return std::nullopt;
+  const auto& t = tasks_.at(d.id);
+  if (moved_unseen(t, *occ))
+    return std::nullopt;
+  occ->acked = false;
+  if (high_water_ms_ >= occ->lease_lo_ms)
+    return std::nullopt;
+  return violation{"lease", describe(d) + ": the engine refused its " + what +
+                              " while its clock had read at most " +
+                              str(high_water_ms_) + ", before " +
+                              str(occ->lease_lo_ms) + ", the end of its lease"};
+}
+
+std::optional<violation> oracle::touch_answered(const delivery_ref& d,
+                                                int64_t extend_ms,
+                                                bool accepted,
+                                                size_t arrived_mark) {
+  if (!accepted)
+    return refused(d, "touch");
+  auto* occ = current(d);
+  if (occ == nullptr)
+    return std::nullopt;
   // The engine processed the touch at a reading made since it arrived;
   // the lease then ends that long after (it may also shorten it).
   auto at = min_since(arrived_mark);
   if (!at)
-    return;
+    return std::nullopt;
   const auto& r = keys_.at(*tasks_.at(d.id).key).req;
   occ->lease_lo_ms = *at + (extend_ms == 0 ? r.lease_ms : extend_ms);
+  return std::nullopt;
+}
+
+std::optional<violation> oracle::ack_answered(const delivery_ref& d,
+                                              bool accepted) {
+  if (accepted)
+    return std::nullopt;
+  return refused(d, "ack");
 }
 
 // -- the end ------------------------------------------------------------------

@@ -101,7 +101,8 @@ enum class final_state : uint8_t { live, gone, dead, quarantined };
 ///   the one before, one higher unless something may have lost one unseen.
 /// - `lease`: a redelivery leaves no earlier than the lease (from the due
 ///   time, or from an accepted touch) plus the backoff, or than a nack's
-///   retry delay.
+///   retry delay; the engine refuses an ack or touch of the attempt it
+///   last sent only once its clock read the end of that lease.
 /// - `revoke`: nothing leaves after a revoke's `done` left the engine; at
 ///   most the running delivery after `in_flight`; such a task ends gone.
 /// - `recurrence_count`: no more occurrences than the count, and a bounded
@@ -154,9 +155,18 @@ public:
                 std::optional<int64_t> retry_in_ms = std::nullopt);
 
   /// The engine answered a touch of `d` extending it by `extend_ms` (0: the
-  /// task's lease) that reached it at reading mark `arrived_mark`.
-  void touch_answered(const delivery_ref& d, int64_t extend_ms, bool accepted,
-                      size_t arrived_mark);
+  /// task's lease) that reached it at reading mark `arrived_mark`; a
+  /// refusal is checked as `ack_answered`'s.
+  std::optional<violation> touch_answered(const delivery_ref& d,
+                                          int64_t extend_ms, bool accepted,
+                                          size_t arrived_mark);
+
+  /// The engine answered an ack of `d` that a consumer sent through it. A
+  /// refusal of the attempt the engine last sent means its lease ran out:
+  /// the ack does not count, and unless something may have moved the task
+  /// unseen (a restart, a reschedule, a revoke, the holder's death), the
+  /// engine's clock must have read the end of the lease.
+  std::optional<violation> ack_answered(const delivery_ref& d, bool accepted);
 
   /// The consumer died: what it held is requeued at once.
   void consumer_died(uint64_t consumer) { ++deaths_[consumer]; }
@@ -271,6 +281,11 @@ private:
   occurrence_state* current(const delivery_ref& d);
   std::optional<violation> check_gone(uint64_t id, const task_state& t,
                                       const key_state& k) const;
+  /// Whether something since the last attempt of `occ` left may have
+  /// ended or moved it unseen: a restart, a reschedule, a revoke, damage,
+  /// or its consumer's death.
+  bool moved_unseen(const task_state& t, const occurrence_state& occ) const;
+  std::optional<violation> refused(const delivery_ref& d, const char* what);
 
   int64_t max_skew_ms_;
   std::vector<int64_t> readings_;

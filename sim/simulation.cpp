@@ -102,7 +102,7 @@ struct world {
   /// A power cut is armed: the disk dies at a coming write or sync, and
   /// the engine is cut down then (or when nothing is left to run).
   bool crash_pending = false;
-  /// Injected write and sync failures the oracle has been told of.
+  /// Failed writes and syncs the oracle has been told of.
   uint64_t disk_failures_seen = 0;
 
   struct consumer_slot {
@@ -300,6 +300,21 @@ void observe_sent(world& w, uint64_t number, const v1::Delivery& d) {
   w.check(w.checks.sent(sent));
 }
 
+/// Tells the oracle of failed writes and syncs (injected, or refused by a
+/// disk that lost power) since it last heard: a failed write or sync may
+/// have lost a commit unseen (an in-doubt fire can come back from disk
+/// with its attempt, an ack's answer is an error), and the shard restarts
+/// from its store (or the engine, after a power cut).
+void notice_disk_failures(world& w) {
+  auto st = w.fs->stats();
+  auto failures = st.injected_write_failures + st.injected_sync_failures +
+                  st.refused_inactive;
+  if (failures == w.disk_failures_seen)
+    return;
+  w.disk_failures_seen = failures;
+  w.checks.restart();
+}
+
 /// Tells the oracle how a consumer answered `d`, and logs it.
 void tell(world& w, const delivery_ref& d, consumer_verdict v,
           std::optional<int64_t> retry_in_ms = std::nullopt) {
@@ -417,15 +432,27 @@ void touch_later(world& w, const v1::DeliveryId& id) {
   auto ack_after_ms = g.between(0, extend_ms);
   auto ref = ref_of(id);
   auto mark = std::make_shared<size_t>(0);
-  auto tap = [&w, ref, extend_ms, mark](const caf::mailbox_element& el) {
+  // The touch's answer comes before the ack is sent.
+  auto acking = std::make_shared<bool>(false);
+  auto tap = [&w, ref, extend_ms, mark,
+              acking](const caf::mailbox_element& el) {
     auto answer = answer_in<net::empty_reply>(el);
     if (!answer)
       return;
+    // A write that failed in this step may be why.
+    notice_disk_failures(w);
+    auto ok = answer->has_value();
+    auto outcome = std::string{ok ? "ok" : "failed"};
+    if (*acking) {
+      w.event("ack " + describe(ref) + " through the engine -> " + outcome);
+      w.check(w.checks.ack_answered(ref, ok));
+      return;
+    }
     w.event("touch " + describe(ref) + " by " + std::to_string(extend_ms) +
-            " ms -> " + (answer->has_value() ? "ok" : "failed"));
-    w.checks.touch_answered(ref, extend_ms, answer->has_value(), *mark);
+            " ms -> " + outcome);
+    w.check(w.checks.touch_answered(ref, extend_ms, ok, *mark));
   };
-  auto init = [&w, id, ref, mark, wait_ms, extend_ms, then_ack,
+  auto init = [&w, id, ref, mark, acking, wait_ms, extend_ms, then_ack,
                ack_after_ms](caf::event_based_actor* self) {
     self->delayed_send(self, std::chrono::milliseconds{wait_ms},
                        send_atom::value);
@@ -444,7 +471,8 @@ void touch_later(world& w, const v1::DeliveryId& id) {
                              answer_atom::value);
         });
       },
-      [self, &w, id, ref](answer_atom) {
+      [self, &w, id, ref, acking](answer_atom) {
+        *acking = true;
         tell(w, ref, consumer_verdict::ack);
         v1::AckRequest ack;
         *ack.mutable_id() = id;
@@ -611,16 +639,7 @@ void step(world& w) {
   std::swap(jobs[0], jobs[k]);
   w.sched->run_once();
   ++w.steps;
-  // A failed write or sync may have lost a commit unseen (an in-doubt
-  // fire can come back from disk with its attempt): attempts may skip
-  // from here on.
-  auto st = w.fs->stats();
-  auto failures = st.injected_write_failures + st.injected_sync_failures;
-  if (failures != w.disk_failures_seen) {
-    w.disk_failures_seen = failures;
-    // The shard restarts from its store.
-    w.checks.restart();
-  }
+  notice_disk_failures(w);
 }
 
 /// Time that a step took: moves the clock on to the next timer if it is at

@@ -336,14 +336,60 @@ BOOST_AUTO_TEST_CASE(an_accepted_touch_sets_the_lease_not_the_engines_report) {
   ok.clock_read(500);
   ok.touch_answered({1, 0, 1}, 3'000, true, mark);
   BOOST_TEST(deliver(ok, sent(r, 1, 2, 0, 3'600), 3'600) == "none");
-  // A refused touch changes nothing.
+  // A touch refused once the lease ran out (at 1'000) changes nothing.
   oracle refused{0};
   schedule(refused, r, 1, 0);
   deliver(refused, sent(r, 1, 1, 0, 0), 0);
   mark = refused.reading_mark();
-  refused.clock_read(500);
-  refused.touch_answered({1, 0, 1}, 3'000, false, mark);
+  refused.clock_read(1'000);
+  BOOST_TEST(invariant_of(refused.touch_answered({1, 0, 1}, 3'000, false,
+                                                 mark)) == "none");
   BOOST_TEST(deliver(refused, sent(r, 1, 2, 0, 1'100), 1'100) == "none");
+}
+
+BOOST_AUTO_TEST_CASE(the_engine_holds_an_attempt_until_its_lease_ends) {
+  // Due 0, lease 1'000: until the engine's clock reads 1'000 it takes an
+  // ack or a touch of attempt 1.
+  auto r = at("k", 0);
+  oracle o{0};
+  schedule(o, r, 1, 0);
+  deliver(o, sent(r, 1, 1, 0, 0), 0);
+  o.clock_read(999);
+  BOOST_TEST(invariant_of(o.touch_answered({1, 0, 1}, 3'000, false, 0)) ==
+             "lease");
+  oracle ack{0};
+  schedule(ack, r, 1, 0);
+  deliver(ack, sent(r, 1, 1, 0, 0), 0);
+  ack.answered({1, 0, 1}, consumer_verdict::ack);
+  ack.clock_read(999);
+  BOOST_TEST(invariant_of(ack.ack_answered({1, 0, 1}, false)) == "lease");
+  // A touch that set the lease to end at 3'500 (taken at 500).
+  oracle touched{0};
+  schedule(touched, r, 1, 0);
+  deliver(touched, sent(r, 1, 1, 0, 0), 0);
+  auto mark = touched.reading_mark();
+  touched.clock_read(500);
+  touched.touch_answered({1, 0, 1}, 3'000, true, mark);
+  touched.answered({1, 0, 1}, consumer_verdict::ack);
+  touched.clock_read(3'000);
+  BOOST_TEST(invariant_of(touched.ack_answered({1, 0, 1}, false)) == "lease");
+  // After a restart the engine may have moved the attempt on unseen.
+  oracle restarted{0};
+  schedule(restarted, r, 1, 0);
+  deliver(restarted, sent(r, 1, 1, 0, 0), 0);
+  restarted.restart();
+  restarted.answered({1, 0, 1}, consumer_verdict::ack);
+  BOOST_TEST(invariant_of(restarted.ack_answered({1, 0, 1}, false)) == "none");
+  // An ack refused once the lease ran out does not count: the task must
+  // come back, not end gone.
+  oracle late{0};
+  schedule(late, r, 1, 0);
+  deliver(late, sent(r, 1, 1, 0, 0), 0);
+  late.answered({1, 0, 1}, consumer_verdict::ack);
+  late.clock_read(1'000);
+  BOOST_TEST(invariant_of(late.ack_answered({1, 0, 1}, false)) == "none");
+  BOOST_TEST(invariant_of(late.check_final(1, final_state::gone, 0)) ==
+             "retry");
 }
 
 // -- revoke -------------------------------------------------------------------
@@ -461,6 +507,15 @@ BOOST_AUTO_TEST_CASE(done_means_a_consumer_acked) {
   deliver(stale, sent(r, 1, 2, 10, 2'000), 2'000);
   stale.answered({1, 0, 1}, consumer_verdict::ack);
   BOOST_TEST(invariant_of(stale.check_final(1, final_state::gone, 0)) ==
+             "retry");
+  // An attempt sent again after an ack: that ack did not take effect.
+  oracle again{0};
+  schedule(again, r, 1, 0);
+  deliver(again, sent(r, 1, 1, 10, 10), 10);
+  again.answered({1, 0, 1}, consumer_verdict::ack);
+  again.restart();
+  deliver(again, sent(r, 1, 2, 10, 20), 20);
+  BOOST_TEST(invariant_of(again.check_final(1, final_state::gone, 0)) ==
              "retry");
   // The last attempt failed: a dead letter, not gone.
   oracle last{0};
