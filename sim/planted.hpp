@@ -114,8 +114,8 @@ private:
 
 /// duplicate-id: hands out the first id it allocated a second time, once
 /// the task it named was stored and is gone again (removed, not a dead
-/// letter): only the client can tell, as nothing of it is left in the
-/// engine.
+/// letter), so that no record or tracked delivery of the shard clashes
+/// with it: only clients can tell.
 class store_reusing_first_id final : public forwarding_store {
 public:
   using forwarding_store::forwarding_store;
