@@ -188,6 +188,7 @@ int run(Timers& timers, const options& opts) {
 
   std::vector<int64_t> lateness_us;
   uint64_t early = 0;
+  uint64_t moved = 0;
   uint64_t fired_revoked = 0;
   std::vector<timer_entry> batch;
   while (!timers.empty()) {
@@ -203,9 +204,13 @@ int run(Timers& timers, const options& opts) {
     timers.pop_due(now_us / 1000, 1024, batch);
     for (const auto& e : batch) {
       auto& ti = info[e.id];
-      auto late_us = now_us - e.due_ms * 1000;
+      // Judged by the time the demo asked for, not the one the timers
+      // report back.
+      auto late_us = now_us - ti.due_ms * 1000;
       if (late_us < 0)
         ++early;
+      if (e.due_ms != ti.due_ms)
+        ++moved;
       if (ti.revoked)
         ++fired_revoked;
       ++ti.fired;
@@ -213,13 +218,15 @@ int run(Timers& timers, const options& opts) {
       if (!opts.quiet)
         std::printf("fired id=%-6llu %-7s due=+%-5lld ms late=%.3f ms\n",
                     static_cast<unsigned long long>(e.id), ti.kind,
-                    static_cast<long long>(e.due_ms - start_ms),
+                    static_cast<long long>(ti.due_ms - start_ms),
                     static_cast<double>(late_us) / 1000.0);
       if (ti.rec != nullptr) {
         auto next_due =
           ti.rec->next_after_completion(e.due_ms, now_us / 1000, ti.fired);
-        if (next_due)
+        if (next_due) {
           timers.insert(e.id, *next_due);
+          ti.due_ms = *next_due;
+        }
       }
     }
   }
@@ -235,11 +242,12 @@ int run(Timers& timers, const options& opts) {
   std::sort(lateness_us.begin(), lateness_us.end());
   auto ms = [](int64_t us) { return static_cast<double>(us) / 1000.0; };
   std::printf(
-    "\nsummary: fired %llu (expected %llu), early %llu, revoked "
-    "but fired %llu, never fired %llu\n",
+    "\nsummary: fired %llu (expected %llu), early %llu, at another due "
+    "time %llu, revoked but fired %llu, never fired %llu\n",
     static_cast<unsigned long long>(fired_total),
     static_cast<unsigned long long>(opts.count - revoked + expected_periodic),
     static_cast<unsigned long long>(early),
+    static_cast<unsigned long long>(moved),
     static_cast<unsigned long long>(fired_revoked),
     static_cast<unsigned long long>(missing));
   std::printf("lateness ms: p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max "
@@ -248,7 +256,7 @@ int run(Timers& timers, const options& opts) {
               ms(percentile(lateness_us, 900)),
               ms(percentile(lateness_us, 990)),
               ms(percentile(lateness_us, 999)), ms(lateness_us.back()));
-  auto ok = early == 0 && fired_revoked == 0 && missing == 0 &&
+  auto ok = early == 0 && moved == 0 && fired_revoked == 0 && missing == 0 &&
             fired_total == opts.count - revoked + expected_periodic;
   std::printf("%s\n", ok ? "OK: nothing early, nothing lost, no revoked "
                            "timer fired"

@@ -1,30 +1,76 @@
 #include "sim/planted.hpp"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <variant>
 
 namespace dally::sim {
 
+namespace {
+
+struct bug_name {
+  planted_bug bug;
+  const char* name;
+};
+
+constexpr bug_name names[] = {
+  {planted_bug::none, "none"},
+  {planted_bug::fire_early, "fire-early"},
+  {planted_bug::lose_ack, "lose-ack"},
+  {planted_bug::deliver_after_revoke, "deliver-after-revoke"},
+  {planted_bug::nack_deletes, "nack-deletes"},
+  {planted_bug::at_early, "at-early"},
+  {planted_bug::recurrence_early, "recurrence-early"},
+  {planted_bug::ack_skips_next, "ack-skips-next"},
+  {planted_bug::expiry_keeps_attempt, "expiry-keeps-attempt"},
+  {planted_bug::duplicate_id, "duplicate-id"},
+  {planted_bug::touch_shortens_lease, "touch-shortens-lease"},
+};
+
+constexpr auto bugs = [] {
+  std::array<planted_bug, std::size(names)> out{};
+  for (size_t i = 0; i < std::size(names); ++i)
+    out[i] = names[i].bug;
+  return out;
+}();
+
+/// Wraps every shard's store, as `cfg` opens it, in a `Store`.
+template<class Store>
+void wrap_stores(logic::engine_config& cfg) {
+  cfg.open_store = [open = cfg.open_store](const storage::store_options& opts)
+    -> core::result<std::unique_ptr<storage::task_store>> {
+    auto inner = logic::open_shard_store(open, opts);
+    if (!inner)
+      return inner.err();
+    return std::unique_ptr<storage::task_store>{
+      std::make_unique<Store>(std::move(*inner))};
+  };
+}
+
+/// Gives every shard of `cfg` the life cycle `Lifecycle`.
+template<class Lifecycle>
+void use_lifecycle(logic::engine_config& cfg) {
+  cfg.shard.lifecycle = std::make_shared<Lifecycle>();
+}
+
+} // namespace
+
+std::span<const planted_bug> planted_bugs() {
+  return bugs;
+}
+
 std::optional<planted_bug> parse_planted(const std::string& name) {
-  for (auto bug : {planted_bug::none, planted_bug::fire_early,
-                   planted_bug::lose_ack, planted_bug::deliver_after_revoke})
-    if (planted_name(bug) == name)
-      return bug;
+  for (const auto& n : names)
+    if (name == n.name)
+      return n.bug;
   return std::nullopt;
 }
 
 std::string planted_name(planted_bug bug) {
-  switch (bug) {
-    case planted_bug::none:
-      return "none";
-    case planted_bug::fire_early:
-      return "fire-early";
-    case planted_bug::lose_ack:
-      return "lose-ack";
-    case planted_bug::deliver_after_revoke:
-      return "deliver-after-revoke";
-  }
+  for (const auto& n : names)
+    if (n.bug == bug)
+      return n.name;
   return "none";
 }
 
@@ -36,19 +82,23 @@ void plant(planted_bug bug, logic::engine_config& cfg) {
       cfg.wall_clock_ms = clock_ahead(cfg.wall_clock_ms, 1);
       return;
     case planted_bug::lose_ack:
-      cfg.open_store = [open =
-                          cfg.open_store](const storage::store_options& opts)
-        -> core::result<std::unique_ptr<storage::task_store>> {
-        auto inner = logic::open_shard_store(open, opts);
-        if (!inner)
-          return inner.err();
-        return std::unique_ptr<storage::task_store>{
-          std::make_unique<store_losing_first_put>(std::move(*inner))};
-      };
-      return;
+      return wrap_stores<store_losing_first_put>(cfg);
     case planted_bug::deliver_after_revoke:
-      cfg.shard.lifecycle = std::make_shared<lifecycle_keeping_revoked>();
-      return;
+      return use_lifecycle<lifecycle_keeping_revoked>(cfg);
+    case planted_bug::nack_deletes:
+      return use_lifecycle<lifecycle_nack_deleting>(cfg);
+    case planted_bug::at_early:
+      return use_lifecycle<lifecycle_at_early>(cfg);
+    case planted_bug::recurrence_early:
+      return use_lifecycle<lifecycle_recurrence_early>(cfg);
+    case planted_bug::ack_skips_next:
+      return use_lifecycle<lifecycle_ack_skipping_next>(cfg);
+    case planted_bug::expiry_keeps_attempt:
+      return use_lifecycle<lifecycle_expiry_keeping_attempt>(cfg);
+    case planted_bug::duplicate_id:
+      return wrap_stores<store_reusing_first_id>(cfg);
+    case planted_bug::touch_shortens_lease:
+      return use_lifecycle<lifecycle_touch_shortening>(cfg);
   }
 }
 
@@ -174,6 +224,80 @@ lifecycle_keeping_revoked::revoke(core::task_record& rec) const {
     return task_lifecycle::revoke(rec);
   spent_ = true;
   return core::transition::kept();
+}
+
+core::error store_reusing_first_id::commit(const storage::write_batch& batch) {
+  using put_op = storage::write_batch::put_op;
+  auto err = inner().commit(batch);
+  if (!err && first_)
+    for (const auto& op : batch.ops())
+      if (const auto* put = std::get_if<put_op>(&op);
+          put != nullptr && put->rec.task.id == *first_)
+        stored_ = true;
+  return err;
+}
+
+bool store_reusing_first_id::first_gone() {
+  if (!stored_)
+    return false;
+  auto rec = inner().get(*first_);
+  auto dead = inner().get_dead(*first_);
+  return rec && !*rec && dead && !*dead;
+}
+
+core::task_id store_reusing_first_id::allocate_id() {
+  if (!spent_ && first_gone()) {
+    spent_ = true;
+    return *first_;
+  }
+  auto id = inner().allocate_id();
+  if (!first_)
+    first_ = id;
+  return id;
+}
+
+core::transition
+lifecycle_nack_deleting::nack(core::task_record& rec, int64_t now_ms,
+                              std::optional<int64_t> retry_in_ms) const {
+  if (rec.task.recurrence.is_periodic())
+    return task_lifecycle::nack(rec, now_ms, retry_in_ms);
+  return core::transition::removed();
+}
+
+std::optional<int64_t> lifecycle_at_early::first_due(const core::task& t,
+                                                     int64_t now_ms) const {
+  auto due = task_lifecycle::first_due(t, now_ms);
+  if (due && t.recurrence.kind() == core::recurrence_kind::at)
+    *due -= 500;
+  return due;
+}
+
+core::transition lifecycle_recurrence_early::ack(core::task_record& rec,
+                                                 int64_t now_ms) const {
+  auto out = task_lifecycle::ack(rec, now_ms);
+  if (out.what == core::transition::kind::keep)
+    rec.task.due_ms -= 700;
+  return out;
+}
+
+core::transition lifecycle_ack_skipping_next::ack(core::task_record&,
+                                                  int64_t) const {
+  return core::transition::removed();
+}
+
+core::transition
+lifecycle_expiry_keeping_attempt::expire_lease(core::task_record& rec,
+                                               int64_t now_ms) const {
+  auto out = task_lifecycle::expire_lease(rec, now_ms);
+  if (out.what == core::transition::kind::keep && rec.task.attempt > 0)
+    --rec.task.attempt;
+  return out;
+}
+
+void lifecycle_touch_shortening::touch(core::task_record& rec, int64_t now_ms,
+                                       int64_t extend_ms) const {
+  task_lifecycle::touch(rec, now_ms, extend_ms);
+  rec.lease_deadline_ms = now_ms + (rec.lease_deadline_ms - now_ms) / 2;
 }
 
 } // namespace dally::sim

@@ -28,7 +28,27 @@ enum class planted_bug : uint8_t {
   lose_ack,
   /// The first revoke of a pending task answers done and removes nothing.
   deliver_after_revoke,
+  /// A nack of a one-shot task removes it instead of retrying it.
+  nack_deletes,
+  /// A task scheduled `at` a time is due 500 ms before it.
+  at_early,
+  /// Every occurrence of a recurrence after the first is due 700 ms early.
+  recurrence_early,
+  /// An ack of a recurrence's occurrence ends the task: the next
+  /// occurrence is never armed.
+  ack_skips_next,
+  /// A lease that runs out gives its attempt back: the redelivery repeats
+  /// the attempt, and a task no consumer answers is never dead-lettered.
+  expiry_keeps_attempt,
+  /// Each shard's store hands out its first task id again once that task
+  /// is gone (an id reused, as by a counter rebuilt from the live ids).
+  duplicate_id,
+  /// A touch sets the lease to half what it asked for.
+  touch_shortens_lease,
 };
+
+/// Every bug, none included, in the order of the enum.
+std::span<const planted_bug> planted_bugs();
 
 /// The name of a planted bug on the command line, and back.
 std::optional<planted_bug> parse_planted(const std::string& name);
@@ -92,6 +112,26 @@ private:
   bool spent_ = false;
 };
 
+/// duplicate-id: hands out the first id it allocated a second time, once
+/// the task it named was stored and is gone again (removed, not a dead
+/// letter), so that no record or tracked delivery of the shard clashes
+/// with it: only clients can tell.
+class store_reusing_first_id final : public forwarding_store {
+public:
+  using forwarding_store::forwarding_store;
+
+  core::error commit(const storage::write_batch& batch) override;
+  core::task_id allocate_id() override;
+
+private:
+  /// Whether the task of the first id is gone from the store.
+  bool first_gone();
+
+  std::optional<core::task_id> first_;
+  bool stored_ = false;
+  bool spent_ = false;
+};
+
 /// deliver-after-revoke: the first revoke of a pending task keeps the task
 /// as it is, so the shard answers done and the task still fires. One
 /// instance serves every shard of a run (the simulator runs on one
@@ -102,6 +142,46 @@ public:
 
 private:
   mutable bool spent_ = false;
+};
+
+/// nack-deletes: a one-shot task's nack removes it.
+class lifecycle_nack_deleting final : public core::task_lifecycle {
+public:
+  core::transition nack(core::task_record& rec, int64_t now_ms,
+                        std::optional<int64_t> retry_in_ms) const override;
+};
+
+/// at-early: a task asked for at a time is due 500 ms before it.
+class lifecycle_at_early final : public core::task_lifecycle {
+public:
+  std::optional<int64_t> first_due(const core::task& t,
+                                   int64_t now_ms) const override;
+};
+
+/// recurrence-early: the occurrence an ack arms is due 700 ms early.
+class lifecycle_recurrence_early final : public core::task_lifecycle {
+public:
+  core::transition ack(core::task_record& rec, int64_t now_ms) const override;
+};
+
+/// ack-skips-next: an ack removes the task even when an occurrence is left.
+class lifecycle_ack_skipping_next final : public core::task_lifecycle {
+public:
+  core::transition ack(core::task_record& rec, int64_t now_ms) const override;
+};
+
+/// expiry-keeps-attempt: a lease that runs out takes the attempt back.
+class lifecycle_expiry_keeping_attempt final : public core::task_lifecycle {
+public:
+  core::transition expire_lease(core::task_record& rec,
+                                int64_t now_ms) const override;
+};
+
+/// touch-shortens-lease: a touch's lease runs half as long as asked.
+class lifecycle_touch_shortening final : public core::task_lifecycle {
+public:
+  void touch(core::task_record& rec, int64_t now_ms,
+             int64_t extend_ms) const override;
 };
 
 } // namespace dally::sim

@@ -9,12 +9,14 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <utility>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/mailbox_element.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -100,20 +102,29 @@ struct world {
   /// A power cut is armed: the disk dies at a coming write or sync, and
   /// the engine is cut down then (or when nothing is left to run).
   bool crash_pending = false;
-  /// Injected write and sync failures the oracle has been told of.
+  /// Failed writes and syncs the oracle has been told of.
   uint64_t disk_failures_seen = 0;
 
   struct consumer_slot {
     std::string topic;
     caf::actor handle;
     bool alive = false;
+    /// The consumer actor's number (each actor its own, never reused).
+    uint64_t number = 0;
   };
   std::vector<consumer_slot> consumers;
+  /// Numbers of the consumer actors still alive.
+  std::set<uint64_t> live_consumers;
+  uint64_t next_consumer = 0;
   /// Promises of deliveries a hanging consumer never answers.
   std::vector<caf::typed_response_promise<net::delivery_reply>> hung;
   std::vector<caf::typed_response_promise<net::delivery_batch_reply>>
     hung_batches;
 
+  /// The ids clients learned (their schedule's answer arrived), which the
+  /// workload revokes, reschedules and damages; and those damaged.
+  std::set<uint64_t> client_known;
+  std::set<uint64_t> damaged_ids;
   uint64_t next_key = 0;
   uint64_t acknowledged = 0;
   uint64_t steps = 0;
@@ -122,6 +133,13 @@ struct world {
     using namespace std::chrono;
     auto since = sched->clock().current_time.time_since_epoch();
     return t0_ms + duration_cast<milliseconds>(since).count();
+  }
+
+  /// The engine's wall clock: every reading it makes is the oracle's.
+  int64_t read_wall_clock() {
+    auto now = clock.wall_ms(true_ms());
+    checks.clock_read(now);
+    return now;
   }
 
   void event(const std::string& text) {
@@ -137,57 +155,116 @@ struct world {
     event("VIOLATION " + v.invariant + ": " + v.detail);
     failure = std::move(v);
   }
+
+  void check(std::optional<violation> v) {
+    if (v)
+      fail(std::move(*v));
+  }
 };
+
+/// An actor whose incoming messages the simulation sees as they are put in
+/// its mailbox, before it reads them: a delivery, or an engine's answer,
+/// leaves the engine at that moment, however long the mailbox waits.
+class tapped_actor : public caf::event_based_actor {
+public:
+  using tap_fn = std::function<void(const caf::mailbox_element&)>;
+  using init_fn = std::function<caf::behavior(caf::event_based_actor*)>;
+
+  tapped_actor(caf::actor_config& cfg, tap_fn tap, init_fn init)
+    : caf::event_based_actor(cfg), tap_(std::move(tap)),
+      init_(std::move(init)) {
+    // nop
+  }
+
+  void enqueue(caf::mailbox_element_ptr ptr, caf::execution_unit* eu) override {
+    if (ptr != nullptr && tap_)
+      tap_(*ptr);
+    caf::event_based_actor::enqueue(std::move(ptr), eu);
+  }
+
+  caf::behavior make_behavior() override { return init_(this); }
+
+private:
+  tap_fn tap_;
+  init_fn init_;
+};
+
+/// The engine's answer in `el` if it is one: the reply, or nothing for an
+/// error.
+template<class Reply>
+std::optional<std::optional<Reply>> answer_in(const caf::mailbox_element& el) {
+  if (!el.mid.is_response())
+    return std::nullopt;
+  const auto& content = el.content();
+  if (content.match_elements<Reply>())
+    return std::optional<Reply>{content.get_as<Reply>(0)};
+  return std::optional<Reply>{};
+}
 
 // -- clients ------------------------------------------------------------------
 
+/// What a client's call tells the simulation, each as it happens.
+template<class Reply>
+struct call_hooks {
+  /// A copy of the request reached the engine (put in its mailbox).
+  std::function<void()> arrived;
+  /// The engine's answer to a copy left it (nothing: an error), before the
+  /// network could drop it.
+  std::function<void(const std::optional<Reply>&)> answered;
+  /// What the client made of it, once: the first answer that crossed the
+  /// network, or nothing when none came within client_timeout_ms (the
+  /// request may or may not have taken effect).
+  std::function<void(std::optional<Reply>)> done;
+};
+
 /// Sends `req` from client `node` to the engine across the simulated
 /// network (each way delayed, dropped or duplicated as the network model
-/// says), and calls `done` once: with the answer, or with nothing when no
-/// answer came within client_timeout_ms (the request may or may not have
-/// taken effect).
+/// says).
 template<class Reply, class Request>
-void call(world& w, uint32_t node, Request req,
-          std::function<void(std::optional<Reply>)> done) {
-  w.sys->spawn(
-    [&w, node, req = std::move(req),
-     done = std::move(done)](caf::event_based_actor* self, int) {
-      auto finished = std::make_shared<bool>(false);
-      auto now = w.true_ms();
-      for (auto at : w.net.send({node, engine_node}, now))
-        self->delayed_send(self, std::chrono::milliseconds{at - now},
-                           send_atom::value);
-      self->delayed_send(self, std::chrono::milliseconds{client_timeout_ms},
-                         timeout_atom::value);
-      auto finish = [self, finished, done](std::optional<Reply> answer) {
-        if (*finished)
-          return;
-        *finished = true;
-        done(std::move(answer));
-        self->quit();
-      };
-      return caf::behavior{
-        [self, &w, node, req, finish](send_atom) {
-          if (!w.engine)
-            return; // The engine is down: the request is lost.
-          self->request(w.engine, caf::infinite, req)
-            .then(
-              [self, &w, node](Reply& reply) {
-                auto now = w.true_ms();
-                for (auto at : w.net.send({engine_node, node}, now))
-                  self->delayed_send(self, std::chrono::milliseconds{at - now},
-                                     answer_atom::value, reply);
-              },
-              [](caf::error&) {
-                // In doubt (the engine died, or its disk failed): the
-                // timeout reports it as unknown.
-              });
-        },
-        [finish](answer_atom, Reply& reply) { finish(std::move(reply)); },
-        [finish](timeout_atom) { finish(std::nullopt); },
-      };
-    },
-    0);
+void call(world& w, uint32_t node, Request req, call_hooks<Reply> hooks) {
+  auto tap = [answered = hooks.answered](const caf::mailbox_element& el) {
+    if (auto answer = answer_in<Reply>(el))
+      answered(*answer);
+  };
+  auto init = [&w, node, req = std::move(req), arrived = hooks.arrived,
+               done = hooks.done](caf::event_based_actor* self) {
+    auto finished = std::make_shared<bool>(false);
+    auto now = w.true_ms();
+    for (auto at : w.net.send({node, engine_node}, now))
+      self->delayed_send(self, std::chrono::milliseconds{at - now},
+                         send_atom::value);
+    self->delayed_send(self, std::chrono::milliseconds{client_timeout_ms},
+                       timeout_atom::value);
+    auto finish = [self, finished, done](std::optional<Reply> answer) {
+      if (*finished)
+        return;
+      *finished = true;
+      done(std::move(answer));
+      self->quit();
+    };
+    return caf::behavior{
+      [self, &w, node, req, arrived](send_atom) {
+        if (!w.engine)
+          return; // The engine is down: the request is lost.
+        self->request(w.engine, caf::infinite, req)
+          .then(
+            [self, &w, node](Reply& reply) {
+              auto now = w.true_ms();
+              for (auto at : w.net.send({engine_node, node}, now))
+                self->delayed_send(self, std::chrono::milliseconds{at - now},
+                                   answer_atom::value, reply);
+            },
+            [](caf::error&) {
+              // In doubt (the engine died, or its disk failed): the
+              // timeout reports it as unknown.
+            });
+        arrived();
+      },
+      [finish](answer_atom, Reply& reply) { finish(std::move(reply)); },
+      [finish](timeout_atom) { finish(std::nullopt); },
+    };
+  };
+  w.sys->spawn<tapped_actor>(std::move(tap), std::move(init));
 }
 
 // -- consumers ----------------------------------------------------------------
@@ -198,30 +275,75 @@ v1::DeliveryReply verdict(v1::DeliveryReply::Verdict v) {
   return out;
 }
 
-/// Checks a delivery against the oracle and logs it.
-void observe(world& w, size_t slot, const v1::Delivery& d) {
-  auto now = w.true_ms();
-  delivery_seen seen;
-  seen.id = d.id().task_id();
-  seen.occurrence = d.id().occurrence();
-  seen.attempt = d.attempt();
-  seen.due_ms = d.due_ms();
-  seen.true_ms = now;
-  seen.wall_high_water_ms = w.clock.high_water_ms(now);
-  seen.lease_deadline_ms = d.lease_deadline_ms();
-  w.event("deliver " + std::to_string(seen.id) + "/" +
-          std::to_string(seen.occurrence) + " attempt " +
-          std::to_string(seen.attempt) + " due " +
-          std::to_string(seen.due_ms - t0_ms) + " to consumer " +
-          std::to_string(slot) +
-          (seen.stale() ? " (stale: lease ran out)" : ""));
-  if (auto v = w.checks.delivered(seen))
-    w.fail(std::move(*v));
+delivery_ref ref_of(const v1::DeliveryId& id) {
+  return delivery_ref{id.task_id(), id.occurrence(), id.attempt()};
+}
+
+std::string describe(const delivery_ref& d) {
+  return std::to_string(d.id) + "/" + std::to_string(d.occurrence) + "/" +
+         std::to_string(d.attempt);
+}
+
+/// A delivery left the engine for consumer `number`: logged and checked.
+void observe_sent(world& w, uint64_t number, const v1::Delivery& d) {
+  delivery_sent sent;
+  sent.ref = ref_of(d.id());
+  sent.due_ms = d.due_ms();
+  sent.topic = d.topic();
+  sent.payload = d.payload();
+  sent.true_ms = w.true_ms();
+  sent.consumer = number;
+  sent.consumer_alive = w.live_consumers.count(number) > 0;
+  w.event("deliver " + describe(sent.ref) + " due " +
+          std::to_string(sent.due_ms - t0_ms) + " to consumer " +
+          std::to_string(number) + (sent.consumer_alive ? "" : " (dead)"));
+  w.check(w.checks.sent(sent));
+}
+
+/// Tells the oracle of failed writes and syncs (injected, or refused by a
+/// disk that lost power) since it last heard: a failed write or sync may
+/// have lost a commit unseen (an in-doubt fire can come back from disk
+/// with its attempt, an ack's answer is an error), and the shard restarts
+/// from its store (or the engine, after a power cut).
+void notice_disk_failures(world& w) {
+  auto st = w.fs->stats();
+  auto failures = st.injected_write_failures + st.injected_sync_failures +
+                  st.refused_inactive;
+  if (failures == w.disk_failures_seen)
+    return;
+  w.disk_failures_seen = failures;
+  w.checks.restart();
+}
+
+/// Tells the oracle how a consumer answered `d`, and logs it.
+void tell(world& w, const delivery_ref& d, consumer_verdict v,
+          std::optional<int64_t> retry_in_ms = std::nullopt) {
+  static constexpr const char* names[] = {"ack", "nack", "later"};
+  w.event("answer " + describe(d) + " " + names[static_cast<int>(v)] +
+          (retry_in_ms ? " retry in " + std::to_string(*retry_in_ms) : ""));
+  w.checks.answered(d, v, retry_in_ms);
+}
+
+/// Tells the oracle the verdicts of `reply` for the deliveries of `batch`
+/// (those without a verdict are `later`).
+void tell_batch(world& w, const std::vector<delivery_ref>& batch,
+                const v1::DeliveryBatchReply& reply) {
+  for (size_t k = 0; k < batch.size(); ++k) {
+    if (k >= static_cast<size_t>(reply.replies_size())) {
+      tell(w, batch[k], consumer_verdict::later);
+      continue;
+    }
+    const auto& v = reply.replies(static_cast<int>(k));
+    if (v.verdict() == v1::DeliveryReply::VERDICT_NACK)
+      tell(w, batch[k], consumer_verdict::nack, v.retry_in_ms());
+    else
+      tell(w, batch[k], consumer_verdict::ack);
+  }
 }
 
 /// What a consumer does with a delivery, or with a whole batch, in the
 /// fault phase: one draw per message, and every answer an ack once healed.
-enum class reaction { ack, nack, die, hang, dawdle };
+enum class reaction { ack, nack, die, hang, dawdle, touch };
 
 reaction react(world& w, caf::event_based_actor* self, size_t slot) {
   if (w.healed)
@@ -229,15 +351,18 @@ reaction react(world& w, caf::event_based_actor* self, size_t slot) {
   auto draw = w.consumer_gen.below(1'000'000);
   auto& p = w.params;
   if (draw < p.crash_ppm) {
-    w.event("consumer " + std::to_string(slot) + " dies");
-    w.consumers[slot].alive = false;
+    auto& c = w.consumers[slot];
+    w.event("consumer " + std::to_string(c.number) + " dies");
+    c.alive = false;
+    w.live_consumers.erase(c.number);
+    w.checks.consumer_died(c.number);
     w.checks.disturbance();
     self->quit(caf::exit_reason::user_shutdown);
     return reaction::die;
   }
   draw -= p.crash_ppm;
   if (draw < p.hang_ppm) {
-    w.event("consumer " + std::to_string(slot) + " hangs");
+    w.event("consumer " + std::to_string(w.consumers[slot].number) + " hangs");
     return reaction::hang;
   }
   draw -= p.hang_ppm;
@@ -246,6 +371,9 @@ reaction react(world& w, caf::event_based_actor* self, size_t slot) {
   draw -= p.nack_ppm;
   if (draw < p.slow_ppm)
     return reaction::dawdle;
+  draw -= p.slow_ppm;
+  if (draw < p.touch_ppm)
+    return reaction::touch;
   return reaction::ack;
 }
 
@@ -256,15 +384,17 @@ v1::DeliveryReply nack_verdict(world& w) {
 }
 
 /// Answers `rp` with `reply` after up to twice the lease, possibly too
-/// late.
+/// late; `answered` runs as the answer goes.
 template<class Reply>
-void answer_late(world& w, caf::typed_response_promise<Reply> rp, Reply reply) {
+void answer_late(world& w, caf::typed_response_promise<Reply> rp, Reply reply,
+                 std::function<void()> answered) {
   auto delay = w.consumer_gen.between(1, 2 * w.params.max_lease_ms);
   w.sys->spawn(
-    [rp, delay, reply](caf::event_based_actor* helper, int) mutable {
+    [rp, delay, reply, answered](caf::event_based_actor* helper, int) mutable {
       helper->delayed_send(helper, std::chrono::milliseconds{delay},
                            answer_atom::value);
-      return caf::behavior{[rp, reply, helper](answer_atom) mutable {
+      return caf::behavior{[rp, reply, answered, helper](answer_atom) mutable {
+        answered();
         rp.deliver(reply);
         helper->quit();
       }};
@@ -272,63 +402,173 @@ void answer_late(world& w, caf::typed_response_promise<Reply> rp, Reply reply) {
     0);
 }
 
+/// Sends `req` (an ack or a touch) to the engine; `then` runs once it
+/// succeeded, and on an error the actor quits.
+template<class Request>
+void settle_through_engine(caf::event_based_actor* self, world& w, Request req,
+                           std::function<void()> then) {
+  if (!w.engine) {
+    self->quit();
+    return;
+  }
+  self->request(w.engine, caf::infinite, std::move(req))
+    .then(
+      [then](net::empty_reply&) {
+        if (then)
+          then();
+      },
+      [self](caf::error&) { self->quit(); });
+}
+
+/// A consumer that works long on a delivery it answered `later`: it
+/// touches the delivery through the engine (extending or shortening its
+/// lease), then acks through the engine within the new lease or falls
+/// silent, so that the lease it set runs out.
+void touch_later(world& w, const v1::DeliveryId& id) {
+  auto& g = w.consumer_gen;
+  auto wait_ms = g.between(0, 100);
+  auto extend_ms = g.between(100, 2 * w.params.max_lease_ms);
+  bool then_ack = g.chance(1, 2);
+  auto ack_after_ms = g.between(0, extend_ms);
+  auto ref = ref_of(id);
+  auto mark = std::make_shared<size_t>(0);
+  // The touch's answer comes before the ack is sent.
+  auto acking = std::make_shared<bool>(false);
+  auto tap = [&w, ref, extend_ms, mark,
+              acking](const caf::mailbox_element& el) {
+    auto answer = answer_in<net::empty_reply>(el);
+    if (!answer)
+      return;
+    // A write that failed in this step may be why.
+    notice_disk_failures(w);
+    auto ok = answer->has_value();
+    auto outcome = std::string{ok ? "ok" : "failed"};
+    if (*acking) {
+      w.event("ack " + describe(ref) + " through the engine -> " + outcome);
+      w.check(w.checks.ack_answered(ref, ok));
+      return;
+    }
+    w.event("touch " + describe(ref) + " by " + std::to_string(extend_ms) +
+            " ms -> " + outcome);
+    w.check(w.checks.touch_answered(ref, extend_ms, ok, *mark));
+  };
+  auto init = [&w, id, ref, mark, acking, wait_ms, extend_ms, then_ack,
+               ack_after_ms](caf::event_based_actor* self) {
+    self->delayed_send(self, std::chrono::milliseconds{wait_ms},
+                       send_atom::value);
+    return caf::behavior{
+      [self, &w, id, mark, extend_ms, then_ack, ack_after_ms](send_atom) {
+        v1::TouchRequest touch;
+        *touch.mutable_id() = id;
+        touch.set_extend_ms(extend_ms);
+        *mark = w.checks.reading_mark();
+        settle_through_engine(self, w, net::touch_request{touch}, [=] {
+          if (!then_ack) {
+            self->quit();
+            return;
+          }
+          self->delayed_send(self, std::chrono::milliseconds{ack_after_ms},
+                             answer_atom::value);
+        });
+      },
+      [self, &w, id, ref, acking](answer_atom) {
+        *acking = true;
+        tell(w, ref, consumer_verdict::ack);
+        v1::AckRequest ack;
+        *ack.mutable_id() = id;
+        settle_through_engine(self, w, net::ack_request{ack},
+                              [self] { self->quit(); });
+      },
+    };
+  };
+  w.sys->spawn<tapped_actor>(std::move(tap), std::move(init));
+}
+
+caf::result<net::delivery_reply> on_delivery(caf::event_based_actor* self,
+                                             world& w, size_t slot,
+                                             const v1::Delivery& d) {
+  auto ref = ref_of(d.id());
+  auto ack = net::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
+  switch (react(w, self, slot)) {
+    case reaction::ack:
+      tell(w, ref, consumer_verdict::ack);
+      return ack;
+    case reaction::nack: {
+      auto reply = nack_verdict(w);
+      tell(w, ref, consumer_verdict::nack, reply.retry_in_ms());
+      return net::delivery_reply{std::move(reply)};
+    }
+    case reaction::die:
+      break; // Its promise below goes unanswered, as a dead actor's.
+    case reaction::hang:
+      w.hung.push_back(self->make_response_promise<net::delivery_reply>());
+      return w.hung.back();
+    case reaction::dawdle: {
+      auto rp = self->make_response_promise<net::delivery_reply>();
+      answer_late(w, rp, std::move(ack),
+                  [&w, ref] { tell(w, ref, consumer_verdict::ack); });
+      return rp;
+    }
+    case reaction::touch:
+      tell(w, ref, consumer_verdict::later);
+      touch_later(w, d.id());
+      return net::delivery_reply{verdict(v1::DeliveryReply::VERDICT_LATER)};
+  }
+  return self->make_response_promise<net::delivery_reply>();
+}
+
+/// As a batch consumer (params.max_batch > 1): one reaction per batch for
+/// dying, hanging, dawdling and touching; otherwise each delivery gets its
+/// own verdict, and now and then the list stops short, which leaves the
+/// rest to their leases (VERDICT_LATER).
+caf::result<net::delivery_batch_reply>
+on_batch(caf::event_based_actor* self, world& w, size_t slot,
+         const v1::DeliveryBatch& batch) {
+  std::vector<delivery_ref> refs;
+  for (const auto& d : batch.deliveries())
+    refs.push_back(ref_of(d.id()));
+  auto how = react(w, self, slot);
+  bool mixed = how == reaction::ack || how == reaction::nack;
+  auto n = batch.deliveries_size();
+  if (how == reaction::touch)
+    n = 0;
+  else if (mixed && !w.healed && w.consumer_gen.chance(1, 8))
+    n = static_cast<int>(w.consumer_gen.below(static_cast<uint64_t>(n)));
+  net::delivery_batch_reply reply;
+  for (int i = 0; i < n; ++i) {
+    bool nack =
+      mixed && !w.healed && w.consumer_gen.below(1'000'000) < w.params.nack_ppm;
+    *reply.pb.add_replies() =
+      nack ? nack_verdict(w) : verdict(v1::DeliveryReply::VERDICT_ACK);
+  }
+  if (how == reaction::touch)
+    for (const auto& d : batch.deliveries())
+      touch_later(w, d.id());
+  if (mixed || how == reaction::touch) {
+    tell_batch(w, refs, reply.pb);
+    return reply;
+  }
+  auto rp = self->make_response_promise<net::delivery_batch_reply>();
+  if (how == reaction::hang)
+    w.hung_batches.push_back(rp);
+  else if (how == reaction::dawdle)
+    answer_late(w, rp, reply,
+                [&w, refs, pb = reply.pb] { tell_batch(w, refs, pb); });
+  return rp;
+}
+
 caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
                             size_t slot) {
   return {
     [self, wp,
      slot](net::delivery_msg& msg) -> caf::result<net::delivery_reply> {
-      auto& w = *wp;
-      observe(w, slot, msg.pb);
-      auto ack = net::delivery_reply{verdict(v1::DeliveryReply::VERDICT_ACK)};
-      switch (react(w, self, slot)) {
-        case reaction::ack:
-          return ack;
-        case reaction::nack:
-          return net::delivery_reply{nack_verdict(w)};
-        case reaction::die:
-          break; // Its promise below goes unanswered, as a dead actor's.
-        case reaction::hang:
-          w.hung.push_back(self->make_response_promise<net::delivery_reply>());
-          return w.hung.back();
-        case reaction::dawdle: {
-          auto rp = self->make_response_promise<net::delivery_reply>();
-          answer_late(w, rp, std::move(ack));
-          return rp;
-        }
-      }
-      return self->make_response_promise<net::delivery_reply>();
+      return on_delivery(self, *wp, slot, msg.pb);
     },
-    // As a batch consumer (params.max_batch > 1): one reaction per batch
-    // for dying, hanging and dawdling; otherwise each delivery gets its own
-    // verdict, and now and then the list stops short, which leaves the
-    // rest to their leases (VERDICT_LATER).
     [self, wp, slot](
       net::delivery_batch_msg& msg) -> caf::result<net::delivery_batch_reply> {
-      auto& w = *wp;
-      w.event("batch of " + std::to_string(msg.pb.deliveries_size()) +
-              " to consumer " + std::to_string(slot));
-      for (const auto& d : msg.pb.deliveries())
-        observe(w, slot, d);
-      auto how = react(w, self, slot);
-      bool mixed = how == reaction::ack || how == reaction::nack;
-      auto n = msg.pb.deliveries_size();
-      if (mixed && !w.healed && w.consumer_gen.chance(1, 8))
-        n = static_cast<int>(w.consumer_gen.below(static_cast<uint64_t>(n)));
-      net::delivery_batch_reply reply;
-      for (int i = 0; i < n; ++i) {
-        bool nack = mixed && !w.healed &&
-                    w.consumer_gen.below(1'000'000) < w.params.nack_ppm;
-        *reply.pb.add_replies() =
-          nack ? nack_verdict(w) : verdict(v1::DeliveryReply::VERDICT_ACK);
-      }
-      if (mixed)
-        return reply;
-      auto rp = self->make_response_promise<net::delivery_batch_reply>();
-      if (how == reaction::hang)
-        w.hung_batches.push_back(rp);
-      else if (how == reaction::dawdle)
-        answer_late(w, rp, std::move(reply));
-      return rp;
+      wp->event("batch of " + std::to_string(msg.pb.deliveries_size()) +
+                " to consumer " + std::to_string(wp->consumers[slot].number));
+      return on_batch(self, *wp, slot, msg.pb);
     },
   };
 }
@@ -361,8 +601,25 @@ void subscribe(world& w, size_t slot) {
 }
 
 void spawn_consumer(world& w, size_t slot) {
-  w.consumers[slot].handle = w.sys->spawn(consumer_impl, &w, slot);
-  w.consumers[slot].alive = true;
+  auto number = w.next_consumer++;
+  auto tap = [&w, number](const caf::mailbox_element& el) {
+    const auto& content = el.content();
+    if (content.match_elements<net::delivery_msg>()) {
+      observe_sent(w, number, content.get_as<net::delivery_msg>(0).pb);
+    } else if (content.match_elements<net::delivery_batch_msg>()) {
+      for (const auto& d :
+           content.get_as<net::delivery_batch_msg>(0).pb.deliveries())
+        observe_sent(w, number, d);
+    }
+  };
+  auto& c = w.consumers[slot];
+  c.handle = w.sys->spawn<tapped_actor>(
+    std::move(tap), [&w, slot](caf::event_based_actor* self) {
+      return consumer_impl(self, &w, slot);
+    });
+  c.alive = true;
+  c.number = number;
+  w.live_consumers.insert(number);
   subscribe(w, slot);
 }
 
@@ -382,15 +639,7 @@ void step(world& w) {
   std::swap(jobs[0], jobs[k]);
   w.sched->run_once();
   ++w.steps;
-  // A failed write or sync may have lost a commit unseen (an in-doubt
-  // fire can come back from disk with its attempt): attempts may skip
-  // from here on.
-  auto st = w.fs->stats();
-  auto failures = st.injected_write_failures + st.injected_sync_failures;
-  if (failures != w.disk_failures_seen) {
-    w.disk_failures_seen = failures;
-    w.checks.disturbance();
-  }
+  notice_disk_failures(w);
 }
 
 /// Time that a step took: moves the clock on to the next timer if it is at
@@ -450,7 +699,10 @@ void damage_record(world& w) {
   auto& g = w.damage_gen;
   if (g.below(1'000'000) >= w.params.damage_ppm)
     return;
-  auto ids = w.checks.intact_ids();
+  std::vector<uint64_t> ids;
+  std::set_difference(w.client_known.begin(), w.client_known.end(),
+                      w.damaged_ids.begin(), w.damaged_ids.end(),
+                      std::back_inserter(ids));
   if (ids.empty())
     return;
   auto id = ids[g.pick(ids.size())];
@@ -479,6 +731,7 @@ void damage_record(world& w) {
   }
   w.event("damage: the record of " + task + " (" + name + ")");
   w.checks.damaged(id);
+  w.damaged_ids.insert(id);
   ++w.damaged;
 }
 
@@ -498,17 +751,12 @@ void crash(world& w) {
     w.fail({"harness", "dropping unsynced data failed: " + err.message()});
   w.fs->set_active(true);
   damage_record(w);
-  w.checks.disturbance();
+  w.checks.restart();
   ++w.restarts;
   start_engine(w);
 }
 
 // -- the workload -------------------------------------------------------------
-
-struct schedule_plan {
-  v1::ScheduleRequest req;
-  task_expectation what;
-};
 
 /// With batch consumers, absolute due times fall on a 5 s grid, so that
 /// tasks come due together and go out in batches (without, tasks are
@@ -521,21 +769,19 @@ int64_t due_on_grid(const world& w, int64_t due_ms) {
   return rest == 0 ? due_ms : due_ms + (grid_ms - rest);
 }
 
-schedule_plan plan_schedule(world& w) {
+v1::ScheduleRequest plan_schedule(world& w) {
   auto& g = w.work_gen;
-  schedule_plan out;
-  auto& req = out.req;
+  v1::ScheduleRequest req;
   req.set_topic("t" + std::to_string(g.below(w.params.topics)));
   req.set_payload("p" + std::to_string(w.next_key));
   req.set_idempotency_key("k" + std::to_string(w.next_key++));
   auto* policy = req.mutable_policy();
   policy->set_lease_ms(g.between(200, w.params.max_lease_ms));
-  auto attempts = static_cast<uint32_t>(g.between(1, w.params.max_attempts));
-  policy->set_max_attempts(attempts);
+  policy->set_max_attempts(
+    static_cast<uint32_t>(g.between(1, w.params.max_attempts)));
   policy->set_backoff_initial_ms(g.between(50, 1'000));
   policy->set_backoff_multiplier_permille(2'000);
   policy->set_backoff_max_ms(5'000);
-  out.what.max_attempts = attempts;
   auto* when = req.mutable_when();
   switch (g.below(6)) {
     case 0:
@@ -547,18 +793,14 @@ schedule_plan plan_schedule(world& w) {
       break;
     case 3:
       when->set_every_ms(g.between(1'000, 10'000));
-      out.what.recurring = true;
-      out.what.occurrences = static_cast<uint64_t>(g.between(1, 4));
-      when->set_max_count(out.what.occurrences);
+      when->set_max_count(static_cast<uint64_t>(g.between(1, 4)));
       break;
     case 4: {
       static constexpr int steps[] = {2, 3, 5, 7};
       auto* cron = when->mutable_cron();
       cron->set_expression("*/" + std::to_string(steps[g.below(4)]) +
                            " * * * * *");
-      out.what.recurring = true;
-      out.what.occurrences = static_cast<uint64_t>(g.between(1, 3));
-      when->set_max_count(out.what.occurrences);
+      when->set_max_count(static_cast<uint64_t>(g.between(1, 3)));
       break;
     }
     default: {
@@ -566,96 +808,143 @@ schedule_plan plan_schedule(world& w) {
       auto n = g.between(1, 3);
       for (int64_t i = 0; i < n; ++i)
         list->add_intervals_ms(g.between(500, 5'000));
-      out.what.recurring = true;
-      out.what.occurrences = static_cast<uint64_t>(n);
-      out.what.exact_count = false;
       break;
     }
+  }
+  return req;
+}
+
+/// What the client asks for in `req`, as the oracle keeps it.
+task_request asked_in(const v1::ScheduleRequest& req) {
+  task_request out;
+  out.key = req.idempotency_key();
+  out.topic = req.topic();
+  out.payload = req.payload();
+  const auto& p = req.policy();
+  out.lease_ms = p.lease_ms();
+  out.max_attempts = p.max_attempts();
+  out.backoff_initial_ms = p.backoff_initial_ms();
+  out.backoff_multiplier_permille = p.backoff_multiplier_permille();
+  out.backoff_max_ms = p.backoff_max_ms();
+  const auto& when = req.when();
+  auto& w = out.when;
+  w.max_count = when.max_count();
+  using kind = when_asked::kind;
+  if (when.has_at_ms()) {
+    w.what = kind::at;
+    w.at_ms = when.at_ms();
+  } else if (when.has_in_ms()) {
+    w.what = kind::in;
+    w.in_ms = when.in_ms();
+  } else if (when.has_every_ms()) {
+    w.what = kind::every;
+    w.every_ms = when.every_ms();
+  } else if (when.has_cron()) {
+    w.what = kind::cron;
+    w.cron = when.cron().expression();
+  } else {
+    w.what = kind::intervals;
+    const auto& list = when.intervals().intervals_ms();
+    w.intervals_ms.assign(list.begin(), list.end());
   }
   return out;
 }
 
-void send_schedule(world& w, schedule_plan plan, int attempt) {
+void send_schedule(world& w, v1::ScheduleRequest req, int attempt) {
   auto node = static_cast<uint32_t>(1 + w.work_gen.below(4));
-  auto key = plan.req.idempotency_key();
+  auto key = req.idempotency_key();
   w.event("schedule " + key + " attempt " + std::to_string(attempt) + " " +
-          plan.req.when().ShortDebugString());
-  call<net::schedule_reply>(
-    w, node, net::schedule_request{plan.req},
-    [&w, plan, attempt, key](std::optional<net::schedule_reply> answer) {
-      if (!answer) {
-        w.event("schedule " + key + " unknown");
-        if (attempt < retries && !w.failure)
-          send_schedule(w, plan, attempt + 1);
-        return;
-      }
-      auto what = plan.what;
-      what.due_ms = answer->pb.due_ms();
-      w.event("schedule " + key + " -> " + std::to_string(answer->pb.id()) +
-              (answer->pb.created() ? " created" : " known") + " due " +
-              std::to_string(what.due_ms ? what.due_ms - t0_ms : 0));
-      ++w.acknowledged;
-      w.checks.acknowledged(answer->pb.id(), what);
-    });
+          req.when().ShortDebugString());
+  call_hooks<net::schedule_reply> hooks;
+  hooks.arrived = [&w, asked = asked_in(req)] {
+    w.checks.schedule_arrived(asked, w.true_ms());
+  };
+  hooks.answered = [&w, key](const std::optional<net::schedule_reply>& a) {
+    if (!a) {
+      w.event("engine fails schedule " + key);
+      return;
+    }
+    w.event("engine answers schedule " + key + ": " +
+            std::to_string(a->pb.id()) +
+            (a->pb.created() ? " created" : " known"));
+    w.check(w.checks.schedule_answered(key, a->pb.id(), w.true_ms()));
+  };
+  hooks.done = [&w, req, attempt, key](std::optional<net::schedule_reply> a) {
+    if (!a) {
+      w.event("schedule " + key + " unknown");
+      if (attempt < retries && !w.failure)
+        send_schedule(w, req, attempt + 1);
+      return;
+    }
+    w.event("schedule " + key + " -> " + std::to_string(a->pb.id()));
+    ++w.acknowledged;
+    w.client_known.insert(a->pb.id());
+  };
+  call(w, node, net::schedule_request{std::move(req)}, std::move(hooks));
 }
 
 uint64_t pick_id(world& w) {
-  auto ids = w.checks.known_ids();
+  std::vector<uint64_t> ids(w.client_known.begin(), w.client_known.end());
   if (ids.empty() || w.work_gen.chance(1, 10))
     return 1 + w.work_gen.below(1'000); // Maybe unknown.
   return ids[w.work_gen.pick(ids.size())];
 }
 
+change_answer answer_of(const std::optional<net::change_reply>& a) {
+  if (!a)
+    return change_answer::failed;
+  switch (a->pb.outcome()) {
+    case v1::CHANGE_OUTCOME_DONE:
+      return change_answer::done;
+    case v1::CHANGE_OUTCOME_IN_FLIGHT:
+      return change_answer::in_flight;
+    case v1::CHANGE_OUTCOME_COMPLETED:
+      return change_answer::completed;
+    default:
+      return change_answer::not_found;
+  }
+}
+
+std::string outcome_name(const std::optional<net::change_reply>& a) {
+  return a ? v1::ChangeOutcome_Name(a->pb.outcome()) : std::string{"unknown"};
+}
+
 void send_revoke(world& w) {
   auto id = pick_id(w);
-  w.checks.revoke_sent(id);
-  w.event("revoke " + std::to_string(id));
+  auto what = "revoke " + std::to_string(id);
+  w.event(what);
   v1::RevokeRequest req;
   req.set_id(id);
-  call<net::change_reply>(
-    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)), net::revoke_request{req},
-    [&w, id](std::optional<net::change_reply> answer) {
-      if (!answer) {
-        w.event("revoke " + std::to_string(id) + " unknown");
-        return;
-      }
-      auto outcome = answer->pb.outcome();
-      w.event("revoke " + std::to_string(id) + " -> " +
-              v1::ChangeOutcome_Name(outcome));
-      switch (outcome) {
-        case v1::CHANGE_OUTCOME_DONE:
-          w.checks.revoke_answered(id, revoke_answer::done);
-          break;
-        case v1::CHANGE_OUTCOME_IN_FLIGHT:
-          w.checks.revoke_answered(id, revoke_answer::in_flight);
-          break;
-        case v1::CHANGE_OUTCOME_COMPLETED:
-          w.checks.revoke_answered(id, revoke_answer::completed);
-          break;
-        default:
-          w.checks.revoke_answered(id, revoke_answer::not_found);
-          break;
-      }
-    });
+  call_hooks<net::change_reply> hooks;
+  hooks.arrived = [&w, id] { w.checks.revoke_arrived(id); };
+  hooks.answered = [&w, id, what](const std::optional<net::change_reply>& a) {
+    w.event("engine answers " + what + ": " +
+            (a ? v1::ChangeOutcome_Name(a->pb.outcome()) : "an error"));
+    w.checks.revoke_answered(id, answer_of(a));
+  };
+  hooks.done = [&w, what](std::optional<net::change_reply> a) {
+    w.event(what + " -> " + outcome_name(a));
+  };
+  call(w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
+       net::revoke_request{req}, std::move(hooks));
 }
 
 void send_reschedule(world& w) {
   auto id = pick_id(w);
   auto due = due_on_grid(w, w.true_ms() + w.work_gen.between(0, 30'000));
-  w.checks.reschedule_sent(id, due);
-  w.event("reschedule " + std::to_string(id) + " to " +
-          std::to_string(due - t0_ms));
+  auto what = "reschedule " + std::to_string(id);
+  w.event(what + " to " + std::to_string(due - t0_ms));
   v1::RescheduleRequest req;
   req.set_id(id);
   req.set_due_ms(due);
-  call<net::change_reply>(
-    w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
-    net::reschedule_request{req},
-    [&w, id](std::optional<net::change_reply> answer) {
-      w.event("reschedule " + std::to_string(id) + " -> " +
-              (answer ? v1::ChangeOutcome_Name(answer->pb.outcome())
-                      : std::string{"unknown"}));
-    });
+  call_hooks<net::change_reply> hooks;
+  hooks.arrived = [&w, id, due] { w.checks.reschedule_arrived(id, due); };
+  hooks.answered = [](const std::optional<net::change_reply>&) {};
+  hooks.done = [&w, what](std::optional<net::change_reply> a) {
+    w.event(what + " -> " + outcome_name(a));
+  };
+  call(w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
+       net::reschedule_request{req}, std::move(hooks));
 }
 
 // -- faults -------------------------------------------------------------------
@@ -680,7 +969,7 @@ void disk_fault(world& w) {
 
 void clock_step(world& w) {
   auto delta = w.fault_gen.between(-w.params.max_skew_ms, w.params.max_skew_ms);
-  auto moved = w.clock.shift(w.true_ms(), delta);
+  auto moved = w.clock.shift(delta);
   w.event("wall clock steps " + std::to_string(moved) + " ms (offset " +
           std::to_string(w.clock.offset_ms()) + ")");
 }
@@ -729,7 +1018,7 @@ void heal(world& w) {
   // deliveries that hanging consumers hold run out with their lease and go
   // to it, and a topic whose consumers all died is served again.
   for (uint32_t t = 0; t < w.params.topics; ++t) {
-    w.consumers.push_back({"t" + std::to_string(t), caf::actor{}, false});
+    w.consumers.emplace_back().topic = "t" + std::to_string(t);
     spawn_consumer(w, w.consumers.size() - 1);
   }
 }
@@ -749,8 +1038,10 @@ std::optional<Reply> ask(world& w, caf::scoped_actor& self, Request req) {
   return out;
 }
 
-void final_checks(world& w) {
-  caf::scoped_actor self{*w.sys};
+/// Every dead letter's id and attempt count, or nothing if the engine does
+/// not list them.
+std::optional<std::map<uint64_t, uint32_t>>
+dead_letters(world& w, caf::scoped_actor& self) {
   std::map<uint64_t, uint32_t> dead;
   uint64_t after = 0;
   for (;;) {
@@ -759,57 +1050,46 @@ void final_checks(world& w) {
     req.set_limit(100);
     auto page =
       ask<net::dead_letters_reply>(w, self, net::dead_letters_request{req});
-    if (!page) {
-      w.fail({"liveness", "the engine does not list its dead letters"});
-      return;
-    }
+    if (!page)
+      return std::nullopt;
     for (const auto& d : page->pb.dead()) {
       dead[d.task().id()] = d.task().attempt();
       after = std::max(after, d.task().id());
     }
     if (page->pb.dead_size() < 100)
-      break;
+      return dead;
   }
-  for (auto id : w.checks.known_ids()) {
-    final_state state = final_state::gone;
-    uint32_t attempt = 0;
-    if (auto it = dead.find(id); it != dead.end()) {
-      state = final_state::dead;
-      attempt = it->second;
-    } else {
-      v1::GetRequest get;
-      get.set_id(id);
-      auto handle =
-        self->request(w.engine, caf::infinite, net::get_request{get});
-      drain(w);
-      bool answered = false;
-      if (!self->mailbox().empty())
-        handle.receive(
-          [&](net::get_reply& reply) {
-            answered = true;
-            state = reply.pb.dead() ? final_state::dead : final_state::live;
-            attempt = reply.pb.task().attempt();
-          },
-          [&](caf::error& err) {
-            auto code = net::from_caf(err).code();
-            answered = code == core::errc::not_found ||
-                       code == core::errc::corrupt_record;
-            if (code == core::errc::corrupt_record)
-              state = final_state::quarantined;
-          });
-      if (!answered) {
-        w.fail({"liveness", "task " + std::to_string(id) +
-                              ": the engine does not answer get"});
-        return;
-      }
-    }
-    if (auto v = w.checks.check_final(id, state, attempt)) {
-      w.fail(std::move(*v));
-      return;
-    }
-  }
-  // Every damaged record has been read by now (the get above, if not
-  // before), so each must be in quarantine and counted.
+}
+
+/// The engine's view of task `id` (`get`), and a dead letter's attempt
+/// count; nothing if it does not answer.
+std::optional<std::pair<final_state, uint32_t>>
+final_state_of(world& w, caf::scoped_actor& self, uint64_t id) {
+  v1::GetRequest get;
+  get.set_id(id);
+  auto handle = self->request(w.engine, caf::infinite, net::get_request{get});
+  drain(w);
+  std::optional<std::pair<final_state, uint32_t>> out;
+  if (self->mailbox().empty())
+    return out;
+  handle.receive(
+    [&](net::get_reply& reply) {
+      out.emplace(reply.pb.dead() ? final_state::dead : final_state::live,
+                  reply.pb.task().attempt());
+    },
+    [&](caf::error& err) {
+      auto code = net::from_caf(err).code();
+      if (code == core::errc::not_found)
+        out.emplace(final_state::gone, 0);
+      else if (code == core::errc::corrupt_record)
+        out.emplace(final_state::quarantined, 0);
+    });
+  return out;
+}
+
+/// Every damaged record has been read by the end (by `get`, if not
+/// before), so each must be in quarantine and counted.
+void check_quarantined(world& w, caf::scoped_actor& self) {
   auto stats =
     ask<net::stats_reply>(w, self, net::stats_request{v1::StatsRequest{}});
   if (!stats) {
@@ -821,6 +1101,33 @@ void final_checks(world& w) {
                                 std::to_string(stats->pb.quarantined()) +
                                 " quarantined records; " +
                                 std::to_string(w.damaged) + " were damaged"});
+}
+
+/// After the liveness phase: the end state of every task whose schedule
+/// the engine answered.
+void final_checks(world& w) {
+  caf::scoped_actor self{*w.sys};
+  auto dead = dead_letters(w, self);
+  if (!dead) {
+    w.fail({"liveness", "the engine does not list its dead letters"});
+    return;
+  }
+  for (auto id : w.checks.known_ids()) {
+    std::optional<std::pair<final_state, uint32_t>> state;
+    if (auto it = dead->find(id); it != dead->end())
+      state.emplace(final_state::dead, it->second);
+    else
+      state = final_state_of(w, self, id);
+    if (!state) {
+      w.fail({"liveness", "task " + std::to_string(id) +
+                            ": the engine does not answer get"});
+      return;
+    }
+    w.check(w.checks.check_final(id, state->first, state->second));
+    if (w.failure)
+      return;
+  }
+  check_quarantined(w, self);
 }
 
 /// A scratch directory for the run's stores: in /dev/shm when there is
@@ -887,6 +1194,9 @@ sim_params sim_params::draw(prng& gen) {
   // Drawn after max_batch, for the same reason.
   p.max_unanswered_per_topic =
     static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(1, 8));
+  // Drawn after max_unanswered_per_topic, for the same reason.
+  p.touch_ppm =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 200'000));
   return p;
 }
 
@@ -914,10 +1224,196 @@ std::string sim_params::describe() const {
     out << " max_batch=" << max_batch;
   if (max_unanswered_per_topic > 0)
     out << " max_unanswered_per_topic=" << max_unanswered_per_topic;
+  if (touch_ppm > 0)
+    out << " touch_ppm=" << touch_ppm;
   return out.str();
 }
 
 // -- the run ------------------------------------------------------------------
+
+namespace {
+
+/// The engine's configuration for the run: the seed's shape, the fault
+/// file system, and the simulated wall clock (through the oracle).
+void configure_engine(world& w, const std::filesystem::path& data_dir) {
+  const auto& p = w.params;
+  w.cfg.data_dir = data_dir.string();
+  w.cfg.shard_count = p.shards;
+  w.cfg.notifiers = p.notifiers;
+  w.cfg.durability = storage::durability::sync;
+  w.cfg.write_buffer_bytes = 1 << 20;
+  w.cfg.block_cache_bytes = 1 << 20;
+  w.cfg.max_deferred_index = p.max_deferred_index;
+  if (p.max_unanswered_per_topic > 0)
+    w.cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
+  w.cfg.file_system = w.fs;
+  w.cfg.wall_clock_ms = [&w] { return w.read_wall_clock(); };
+  plant(w.opts.plant, w.cfg);
+}
+
+using agenda = std::multimap<int64_t, std::function<void()>>;
+
+/// The fault phase's events, each at a time drawn from the seed.
+agenda plan_fault_phase(world& w) {
+  const auto& p = w.params;
+  agenda out;
+  auto at = [&](int64_t offset_ms, std::function<void()> a) {
+    out.emplace(t0_ms + offset_ms, std::move(a));
+  };
+  auto& g = w.work_gen;
+  auto span = p.fault_phase_ms;
+  for (uint32_t i = 0; i < p.tasks; ++i)
+    at(g.between(0, span), [&w] { send_schedule(w, plan_schedule(w), 0); });
+  for (uint32_t i = 0; i < p.revokes; ++i)
+    at(g.between(0, span), [&w] { send_revoke(w); });
+  for (uint32_t i = 0; i < p.reschedules; ++i)
+    at(g.between(0, span), [&w] { send_reschedule(w); });
+  auto& f = w.fault_gen;
+  for (uint32_t i = 0; i < p.crashes; ++i)
+    at(f.between(1, span), [&w] { arm_crash(w); });
+  for (uint32_t i = 0; i < p.disk_faults; ++i)
+    at(f.between(1, span), [&w] { disk_fault(w); });
+  for (uint32_t i = 0; i < p.clock_steps; ++i)
+    at(f.between(1, span), [&w] { clock_step(w); });
+  for (uint32_t i = 0; i < p.partitions; ++i)
+    at(f.between(1, span), [&w] { network_fault(w, true); });
+  for (uint32_t i = 0; i < p.clogs; ++i)
+    at(f.between(1, span), [&w] { network_fault(w, false); });
+  // Drift: every second the wall clock gains or loses up to 2 ms.
+  for (int64_t t = 1'000; t < span; t += 1'000)
+    at(t, [&w] { w.clock.shift(w.fault_gen.between(-2, 2)); });
+  // A dead consumer comes back a while later.
+  for (int64_t t = 5'000; t < span; t += 5'000)
+    at(t, [&w] {
+      for (size_t i = 0; i < w.consumers.size(); ++i)
+        if (!w.consumers[i].alive && w.fault_gen.chance(1, 2)) {
+          w.event("consumer " + std::to_string(i) + " comes back");
+          spawn_consumer(w, i);
+        }
+    });
+  at(span, [&w] { heal(w); });
+  return out;
+}
+
+/// When the liveness phase ends. Everything due is delivered within this
+/// bound after the heal: the last due time (at most a minute past the
+/// fault phase, recurrences under a minute more), every attempt's lease
+/// and backoff, and slack.
+int64_t liveness_end_ms(const sim_params& p) {
+  auto liveness_ms =
+    120'000 + static_cast<int64_t>(p.max_attempts) * (p.max_lease_ms + 5'000) +
+    60'000;
+  return t0_ms + p.fault_phase_ms + liveness_ms;
+}
+
+/// The next timer's time, rounded up to the ms (a timer never fires before
+/// its time); INT64_MAX if none.
+int64_t next_timer_ms(caf::detail::test_actor_clock& clock) {
+  if (!clock.has_pending_timeout())
+    return INT64_MAX;
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  auto since = clock.schedule().begin()->first.time_since_epoch();
+  auto out = t0_ms + duration_cast<milliseconds>(since).count();
+  if (duration_cast<milliseconds>(since) < since)
+    ++out;
+  return out;
+}
+
+/// Runs the actors, the agenda's events and the timers in true time until
+/// `end_ms` or a violation.
+void run_until(world& w, agenda& events, int64_t end_ms) {
+  const auto& p = w.params;
+  auto& clock = w.sched->clock();
+  while (!w.failure) {
+    if (w.sched->has_job()) {
+      if (p.slow_step_ppm > 0 && clock.has_pending_timeout() &&
+          w.time_gen.below(1'000'000) < p.slow_step_ppm)
+        pass_time_while_working(w, p.slow_step_ms);
+      step(w);
+      if (w.crash_pending && !w.fs->active())
+        crash(w);
+      continue;
+    }
+    if (w.crash_pending) {
+      crash(w);
+      continue;
+    }
+    auto next_timer = next_timer_ms(clock);
+    auto next_event = events.empty() ? INT64_MAX : events.begin()->first;
+    auto next = std::min(next_timer, next_event);
+    if (next == INT64_MAX || next > end_ms)
+      break;
+    if (next > w.true_ms())
+      clock.current_time =
+        caf::actor_clock::time_point{std::chrono::milliseconds{next - t0_ms}};
+    if (next_event <= next_timer) {
+      auto act = std::move(events.begin()->second);
+      events.erase(events.begin());
+      act();
+    } else {
+      clock.trigger_timeout();
+    }
+  }
+  if (!w.failure && w.true_ms() < end_ms)
+    clock.current_time =
+      caf::actor_clock::time_point{std::chrono::milliseconds{end_ms - t0_ms}};
+}
+
+/// Stops every actor and timer before the actor system goes.
+void shut_down(world& w) {
+  w.hung.clear();
+  w.hung_batches.clear();
+  for (auto& c : w.consumers)
+    if (c.handle)
+      caf::anon_send_exit(c.handle, caf::exit_reason::user_shutdown);
+  if (w.engine)
+    caf::anon_send_exit(w.engine, caf::exit_reason::user_shutdown);
+  w.engine = nullptr;
+  drain(w);
+  // Timers of dead actors may remain; they go with the system.
+  auto& clock = w.sched->clock();
+  for (int i = 0; i < 100'000 && clock.has_pending_timeout(); ++i) {
+    clock.trigger_timeout();
+    drain(w);
+  }
+}
+
+void simulate(world& w, const std::filesystem::path& data_dir,
+              sim_result& out) {
+  sim_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+  w.sys = &sys;
+  w.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  w.fs = std::make_shared<storage::fault_fs>();
+  configure_engine(w, data_dir);
+  for (uint32_t t = 0; t < w.params.topics; ++t)
+    for (uint32_t c = 0; c < w.params.consumers_per_topic; ++c)
+      w.consumers.emplace_back().topic = "t" + std::to_string(t);
+  w.event("start " + w.params.describe());
+  w.engine = actors::spawn_engine(sys, w.cfg);
+  for (size_t i = 0; i < w.consumers.size(); ++i)
+    spawn_consumer(w, i);
+  auto events = plan_fault_phase(w);
+  run_until(w, events, liveness_end_ms(w.params));
+  if (!w.failure) {
+    w.event("liveness phase over");
+    final_checks(w);
+  }
+  w.event(w.failure ? "failed" : "passed");
+  out.hash = w.log.hash_hex();
+  out.events = w.log.size();
+  out.steps = w.steps;
+  out.deliveries = w.checks.deliveries();
+  out.acknowledged = w.acknowledged;
+  out.restarts = w.restarts;
+  out.damaged = w.damaged;
+  out.failure = w.failure;
+  out.last_events.assign(w.log.last().begin(), w.log.last().end());
+  shut_down(w);
+}
+
+} // namespace
 
 sim_result run_simulation(const sim_options& opts) {
   prng root{opts.seed};
@@ -927,149 +1423,7 @@ sim_result run_simulation(const sim_options& opts) {
   auto data_dir = make_data_dir(opts);
   {
     world w{opts, out.params, root};
-    sim_config caf_cfg;
-    caf::actor_system sys{caf_cfg};
-    w.sys = &sys;
-    w.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
-    w.fs = std::make_shared<storage::fault_fs>();
-    auto& p = w.params;
-    w.cfg.data_dir = data_dir.string();
-    w.cfg.shard_count = p.shards;
-    w.cfg.notifiers = p.notifiers;
-    w.cfg.durability = storage::durability::sync;
-    w.cfg.write_buffer_bytes = 1 << 20;
-    w.cfg.block_cache_bytes = 1 << 20;
-    w.cfg.max_deferred_index = p.max_deferred_index;
-    if (p.max_unanswered_per_topic > 0)
-      w.cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
-    w.cfg.file_system = w.fs;
-    w.cfg.wall_clock_ms = [&w] { return w.clock.wall_ms(w.true_ms()); };
-    plant(opts.plant, w.cfg);
-    for (uint32_t t = 0; t < p.topics; ++t)
-      for (uint32_t c = 0; c < p.consumers_per_topic; ++c)
-        w.consumers.push_back({"t" + std::to_string(t), caf::actor{}, false});
-    w.event("start " + p.describe());
-    w.engine = actors::spawn_engine(sys, w.cfg);
-    for (size_t i = 0; i < w.consumers.size(); ++i)
-      spawn_consumer(w, i);
-    // The fault phase's events, each at a time drawn from the seed.
-    using action = std::function<void()>;
-    std::multimap<int64_t, action> agenda;
-    auto& g = w.work_gen;
-    auto at = [&](int64_t offset_ms, action a) {
-      agenda.emplace(t0_ms + offset_ms, std::move(a));
-    };
-    auto span = p.fault_phase_ms;
-    for (uint32_t i = 0; i < p.tasks; ++i)
-      at(g.between(0, span), [&w] { send_schedule(w, plan_schedule(w), 0); });
-    for (uint32_t i = 0; i < p.revokes; ++i)
-      at(g.between(0, span), [&w] { send_revoke(w); });
-    for (uint32_t i = 0; i < p.reschedules; ++i)
-      at(g.between(0, span), [&w] { send_reschedule(w); });
-    auto& f = w.fault_gen;
-    for (uint32_t i = 0; i < p.crashes; ++i)
-      at(f.between(1, span), [&w] { arm_crash(w); });
-    for (uint32_t i = 0; i < p.disk_faults; ++i)
-      at(f.between(1, span), [&w] { disk_fault(w); });
-    for (uint32_t i = 0; i < p.clock_steps; ++i)
-      at(f.between(1, span), [&w] { clock_step(w); });
-    for (uint32_t i = 0; i < p.partitions; ++i)
-      at(f.between(1, span), [&w] { network_fault(w, true); });
-    for (uint32_t i = 0; i < p.clogs; ++i)
-      at(f.between(1, span), [&w] { network_fault(w, false); });
-    // Drift: every second the wall clock gains or loses up to 2 ms.
-    for (int64_t t = 1'000; t < span; t += 1'000)
-      at(t, [&w] { w.clock.shift(w.true_ms(), w.fault_gen.between(-2, 2)); });
-    // A dead consumer comes back a while later.
-    for (int64_t t = 5'000; t < span; t += 5'000)
-      at(t, [&w] {
-        for (size_t i = 0; i < w.consumers.size(); ++i)
-          if (!w.consumers[i].alive && w.fault_gen.chance(1, 2)) {
-            w.event("consumer " + std::to_string(i) + " comes back");
-            spawn_consumer(w, i);
-          }
-      });
-    at(span, [&w] { heal(w); });
-    // Everything due is delivered within this bound after the heal: the
-    // last due time (at most a minute past the fault phase, recurrences
-    // under a minute more), every attempt's lease and backoff, and slack.
-    auto liveness_ms =
-      120'000 +
-      static_cast<int64_t>(p.max_attempts) * (p.max_lease_ms + 5'000) + 60'000;
-    auto end_ms = t0_ms + span + liveness_ms;
-    auto& clock = w.sched->clock();
-    while (!w.failure) {
-      if (w.sched->has_job()) {
-        if (p.slow_step_ppm > 0 && clock.has_pending_timeout() &&
-            w.time_gen.below(1'000'000) < p.slow_step_ppm)
-          pass_time_while_working(w, p.slow_step_ms);
-        step(w);
-        if (w.crash_pending && !w.fs->active())
-          crash(w);
-        continue;
-      }
-      if (w.crash_pending) {
-        crash(w);
-        continue;
-      }
-      auto next_timer = INT64_MAX;
-      if (clock.has_pending_timeout()) {
-        auto since = clock.schedule().begin()->first.time_since_epoch();
-        next_timer =
-          t0_ms +
-          std::chrono::duration_cast<std::chrono::milliseconds>(since).count();
-        // Sub-millisecond timers round up, never fire before their time.
-        if (std::chrono::duration_cast<std::chrono::milliseconds>(since) <
-            since)
-          ++next_timer;
-      }
-      auto next_event = agenda.empty() ? INT64_MAX : agenda.begin()->first;
-      auto next = std::min(next_timer, next_event);
-      if (next == INT64_MAX || next > end_ms)
-        break;
-      if (next > w.true_ms())
-        clock.current_time =
-          caf::actor_clock::time_point{std::chrono::milliseconds{next - t0_ms}};
-      if (next_event <= next_timer) {
-        auto act = std::move(agenda.begin()->second);
-        agenda.erase(agenda.begin());
-        act();
-      } else {
-        clock.trigger_timeout();
-      }
-    }
-    if (!w.failure) {
-      if (w.true_ms() < end_ms)
-        clock.current_time = caf::actor_clock::time_point{
-          std::chrono::milliseconds{end_ms - t0_ms}};
-      w.event("liveness phase over");
-      final_checks(w);
-    }
-    w.event(w.failure ? "failed" : "passed");
-    out.hash = w.log.hash_hex();
-    out.events = w.log.size();
-    out.steps = w.steps;
-    out.deliveries = w.checks.deliveries();
-    out.acknowledged = w.acknowledged;
-    out.restarts = w.restarts;
-    out.damaged = w.damaged;
-    out.failure = w.failure;
-    out.last_events.assign(w.log.last().begin(), w.log.last().end());
-    // Shut everything down before the system goes.
-    w.hung.clear();
-    w.hung_batches.clear();
-    for (auto& c : w.consumers)
-      if (c.handle)
-        caf::anon_send_exit(c.handle, caf::exit_reason::user_shutdown);
-    if (w.engine)
-      caf::anon_send_exit(w.engine, caf::exit_reason::user_shutdown);
-    w.engine = nullptr;
-    drain(w);
-    // Timers of dead actors may remain; they go with the system.
-    for (int i = 0; i < 100'000 && clock.has_pending_timeout(); ++i) {
-      clock.trigger_timeout();
-      drain(w);
-    }
+    simulate(w, data_dir, out);
   }
   std::error_code ec;
   std::filesystem::remove_all(data_dir, ec);

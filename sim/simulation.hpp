@@ -67,6 +67,10 @@ struct sim_params {
   /// which these runs never reach). A small cap keeps topics saturated,
   /// their tasks parked and taken up again as answers come.
   uint32_t max_unanswered_per_topic = 0;
+  /// What a consumer does with a delivery in the fault phase, after the
+  /// rates above: answer `later`, touch it through the engine (extending or
+  /// shortening its lease), then ack through the engine or fall silent.
+  uint32_t touch_ppm = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);

@@ -1,10 +1,11 @@
 // dally-load-client: schedules tasks on a dallyd as fast as the node
 // acknowledges them, for the kill -9 test. Each task is due at a random
 // instant `--min-delay-ms`..`--max-delay-ms` from when it is sent; for
-// every task the node acknowledged it prints "ID DUE_MS" on its own line
-// (flushed at once), so whatever is on stdout when the node is killed was
-// acknowledged. Stops after --count tasks or at the first failed request
-// (exit 1), e.g. when the node dies.
+// every task the node acknowledged it prints "ID AT_MS" on its own line
+// (flushed at once), AT_MS being the time it asked for (not the due time
+// the node answered), so whatever is on stdout when the node is killed was
+// acknowledged, with what the client asked. Stops after --count tasks or at the
+// first failed request (exit 1), e.g. when the node dies.
 //
 // usage: dally-load-client --port P [--host H] [--topic T] [--count N]
 //          [--batch B] [--min-delay-ms MS] [--max-delay-ms MS] [--seed S]
@@ -106,12 +107,14 @@ int main(int argc, char** argv) {
     auto now = dally::logic::system_wall_clock_ms();
     auto span =
       static_cast<uint64_t>(opts.max_delay_ms - opts.min_delay_ms + 1);
+    std::vector<int64_t> asked;
     for (uint32_t i = 0; i < opts.batch && sent < opts.count; ++i, ++sent) {
       auto* t = req.add_tasks();
       t->set_topic(opts.topic);
       t->set_payload("load-" + std::to_string(sent));
-      t->mutable_when()->set_at_ms(now + opts.min_delay_ms +
-                                   static_cast<int64_t>(next(state) % span));
+      asked.push_back(now + opts.min_delay_ms +
+                      static_cast<int64_t>(next(state) % span));
+      t->mutable_when()->set_at_ms(asked.back());
     }
     self
       ->request(*engine, std::chrono::seconds{10},
@@ -119,10 +122,13 @@ int main(int argc, char** argv) {
       .receive(
         [&](dally::net::schedule_batch_reply& reply) {
           std::string out;
+          size_t k = 0;
           for (const auto& r : reply.pb.results()) {
+            auto at = k < asked.size() ? asked[k] : 0;
+            ++k;
             if (r.has_scheduled()) {
               out += std::to_string(r.scheduled().id()) + ' ' +
-                     std::to_string(r.scheduled().due_ms()) + '\n';
+                     std::to_string(at) + '\n';
             } else {
               std::fprintf(stderr, "task failed: %u %s\n", r.failure().code(),
                            r.failure().message().c_str());
