@@ -468,6 +468,26 @@ std::vector<uint64_t> oracle::known_ids() const {
   return out;
 }
 
+std::vector<oracle::awaited> oracle::awaited_first() const {
+  std::vector<awaited> out;
+  for (const auto& [id, t] : tasks_) {
+    if (!t.answered || !t.key || !t.occurrences.empty() || t.damaged ||
+        !t.reschedules.empty() || t.reschedules_arrived > 0 ||
+        t.revokes_arrived > 0 || t.revoked)
+      continue;
+    auto k = keys_.find(*t.key);
+    if (k == keys_.end() || !k->second.ref)
+      continue;
+    const auto& when = k->second.req.when;
+    auto due = when.what == when_asked::kind::at
+                 ? std::optional<int64_t>{when.at_ms}
+                 : k->second.ref->first(t.now_hi_ms);
+    if (due)
+      out.push_back({id, *due});
+  }
+  return out;
+}
+
 std::optional<violation> oracle::check_gone(uint64_t id, const task_state& t,
                                             const key_state& k) const {
   auto where = "task " + str(id) + ": ";

@@ -192,6 +192,18 @@ public:
   /// Tasks whose schedule the engine answered, for the end-of-run check.
   std::vector<uint64_t> known_ids() const;
 
+  /// A task whose first occurrence has not left yet, and the latest due
+  /// time its request allows (engine wall clock), for the liveness bound
+  /// after the heal.
+  struct awaited {
+    uint64_t id = 0;
+    int64_t due_ms = 0;
+  };
+
+  /// Every task the engine took whose first occurrence has not left yet,
+  /// except those a reschedule, a revoke or damage may have moved.
+  std::vector<awaited> awaited_first() const;
+
   /// Checks task `id` after the liveness phase, given the engine's view of
   /// it and, for a dead letter, its attempt count.
   std::optional<violation> check_final(uint64_t id, final_state state,

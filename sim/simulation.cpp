@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -44,6 +45,26 @@ using answer_atom = caf::atom_constant<caf::atom("simanswer")>;
 /// 2023-11-14T22:13:20Z: true time at virtual time zero.
 constexpr int64_t t0_ms = 1'700'000'000'000;
 
+/// How long the liveness phase lasts. Everything due is delivered within
+/// this bound after the heal: the last due time (at most a minute past the
+/// fault phase, recurrences under a minute more), every attempt's lease
+/// and backoff, and slack.
+int64_t liveness_span_ms(const sim_params& p) {
+  return 120'000 +
+         static_cast<int64_t>(p.max_attempts) * (p.max_lease_ms + 5'000) +
+         60'000;
+}
+
+/// How far the engine's wall clock may be from true time in a run: the
+/// skew, every jump, and the drift over the whole run.
+int64_t clock_error_bound_ms(const sim_params& p) {
+  auto run_ms = p.fault_phase_ms + liveness_span_ms(p);
+  auto drift = std::abs(p.clock_drift_ppm) * run_ms / 1'000'000 + 1;
+  return p.max_skew_ms +
+         static_cast<int64_t>(p.clock_jumps) * p.clock_jump_max_ms +
+         (p.clock_drift_ppm != 0 ? drift : 0);
+}
+
 /// The network node of the engine; clients are 1 and up.
 constexpr uint32_t engine_node = 0;
 
@@ -70,8 +91,9 @@ struct world {
       consumer_gen(root.fork()), fault_gen(root.fork()),
       net(root.fork(), link_faults{0, p.net_max_delay_ms, p.net_drop_ppm,
                                    p.net_duplicate_ppm}),
-      damage_gen(root.fork()), time_gen(root.fork()), clock(p.max_skew_ms),
-      checks(p.max_skew_ms) {
+      damage_gen(root.fork()), time_gen(root.fork()),
+      clock(p.max_skew_ms, p.clock_drift_ppm, t0_ms),
+      checks(clock_error_bound_ms(p)) {
     // nop
   }
 
@@ -99,6 +121,8 @@ struct world {
   uint32_t restarts = 0;
   uint32_t damaged = 0;
   bool healed = false;
+  /// The engine's wall clock at the heal.
+  int64_t healed_wall_ms = 0;
   /// A power cut is armed: the disk dies at a coming write or sync, and
   /// the engine is cut down then (or when nothing is left to run).
   bool crash_pending = false;
@@ -974,6 +998,13 @@ void clock_step(world& w) {
           std::to_string(w.clock.offset_ms()) + ")");
 }
 
+/// A step of the wall clock beyond the skew: seconds to hours.
+void clock_jump(world& w, int64_t delta_ms) {
+  w.clock.jump(delta_ms);
+  w.event("wall clock jumps " + std::to_string(delta_ms) + " ms (offset " +
+          std::to_string(w.clock.offset_ms()) + ")");
+}
+
 void network_fault(world& w, bool partition) {
   auto& g = w.fault_gen;
   auto client = static_cast<uint32_t>(1 + g.below(4));
@@ -1012,6 +1043,7 @@ void network_fault(world& w, bool partition) {
 void heal(world& w) {
   w.event("heal");
   w.healed = true;
+  w.healed_wall_ms = w.clock.wall_ms(w.true_ms());
   w.net.heal_all();
   w.fs->clear_faults();
   // A fresh consumer per topic, so every topic has a healthy one: the
@@ -1024,6 +1056,41 @@ void heal(world& w) {
 }
 
 // -- the end ------------------------------------------------------------------
+
+/// How long after the heal, or after its due time if later (both on the
+/// engine's wall clock), a task's first occurrence must have left the
+/// engine: deliveries that hung consumers hold run out within a lease
+/// (touches stretch it to twice the maximum, late answers take up to
+/// twice the lease) and free their topic's slots; a topic whose
+/// unanswered cap is small serves its backlog a round trip at a time;
+/// a restart armed before the heal and the slow steps take seconds.
+int64_t prompt_bound_ms(const sim_params& p) {
+  int64_t queue_ms = 0;
+  if (p.max_unanswered_per_topic > 0)
+    queue_ms = static_cast<int64_t>(p.tasks) * 2 * (p.net_max_delay_ms + 10) /
+               p.max_unanswered_per_topic;
+  return 15'000 + 3 * p.max_lease_ms + queue_ms;
+}
+
+/// The liveness bound after the heal: every task whose first occurrence
+/// the engine's clock says is due leaves within prompt_bound_ms of the
+/// heal or of its due time, whichever is later.
+void check_prompt(world& w) {
+  auto bound = prompt_bound_ms(w.params);
+  auto now = w.clock.wall_ms(w.true_ms());
+  for (const auto& a : w.checks.awaited_first()) {
+    auto from = std::max(a.due_ms, w.healed_wall_ms);
+    if (now - from < bound)
+      continue;
+    w.fail({"liveness",
+            "task " + std::to_string(a.id) + ": due " +
+              std::to_string(a.due_ms) + ", first occurrence not delivered " +
+              std::to_string(now - from) + " ms after " +
+              (a.due_ms > w.healed_wall_ms ? "its due time" : "the heal") +
+              " (engine clock; bound " + std::to_string(bound) + " ms)"});
+    return;
+  }
+}
 
 /// Asks the engine (directly, no network) for `req`'s answer.
 template<class Reply, class Request>
@@ -1197,6 +1264,12 @@ sim_params sim_params::draw(prng& gen) {
   // Drawn after max_unanswered_per_topic, for the same reason.
   p.touch_ppm =
     static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(0, 200'000));
+  // Drawn after touch_ppm, for the same reason.
+  p.clock_jumps =
+    static_cast<uint32_t>(gen.chance(1, 2) ? 0 : gen.between(1, 3));
+  static constexpr int64_t jump_scales[] = {10'000, 600'000, 7'200'000};
+  p.clock_jump_max_ms = jump_scales[gen.pick(std::size(jump_scales))];
+  p.clock_drift_ppm = gen.chance(1, 2) ? 0 : gen.between(-1'000, 1'000);
   return p;
 }
 
@@ -1226,6 +1299,11 @@ std::string sim_params::describe() const {
     out << " max_unanswered_per_topic=" << max_unanswered_per_topic;
   if (touch_ppm > 0)
     out << " touch_ppm=" << touch_ppm;
+  if (clock_jumps > 0)
+    out << " clock_jumps=" << clock_jumps
+        << " clock_jump_max_ms=" << clock_jump_max_ms;
+  if (clock_drift_ppm != 0)
+    out << " clock_drift_ppm=" << clock_drift_ppm;
   return out.str();
 }
 
@@ -1279,6 +1357,16 @@ agenda plan_fault_phase(world& w) {
     at(f.between(1, span), [&w] { network_fault(w, true); });
   for (uint32_t i = 0; i < p.clogs; ++i)
     at(f.between(1, span), [&w] { network_fault(w, false); });
+  for (uint32_t i = 0; i < p.clock_jumps; ++i) {
+    auto t = f.between(1, span);
+    auto size = f.between(1'000, p.clock_jump_max_ms);
+    auto delta = f.chance(1, 2) ? size : -size;
+    at(t, [&w, delta] { clock_jump(w, delta); });
+    if (f.chance(1, 2)) {
+      auto back = std::min(span, t + f.between(1'000, 30'000));
+      at(back, [&w, delta] { clock_jump(w, -delta); });
+    }
+  }
   // Drift: every second the wall clock gains or loses up to 2 ms.
   for (int64_t t = 1'000; t < span; t += 1'000)
     at(t, [&w] { w.clock.shift(w.fault_gen.between(-2, 2)); });
@@ -1292,18 +1380,14 @@ agenda plan_fault_phase(world& w) {
         }
     });
   at(span, [&w] { heal(w); });
+  for (int64_t t = span + 1'000; t < span + liveness_span_ms(p); t += 1'000)
+    at(t, [&w] { check_prompt(w); });
   return out;
 }
 
-/// When the liveness phase ends. Everything due is delivered within this
-/// bound after the heal: the last due time (at most a minute past the
-/// fault phase, recurrences under a minute more), every attempt's lease
-/// and backoff, and slack.
+/// When the liveness phase ends.
 int64_t liveness_end_ms(const sim_params& p) {
-  auto liveness_ms =
-    120'000 + static_cast<int64_t>(p.max_attempts) * (p.max_lease_ms + 5'000) +
-    60'000;
-  return t0_ms + p.fault_phase_ms + liveness_ms;
+  return t0_ms + p.fault_phase_ms + liveness_span_ms(p);
 }
 
 /// The next timer's time, rounded up to the ms (a timer never fires before

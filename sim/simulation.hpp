@@ -71,6 +71,15 @@ struct sim_params {
   /// rates above: answer `later`, touch it through the engine (extending or
   /// shortening its lease), then ack through the engine or fall silent.
   uint32_t touch_ppm = 0;
+  /// Steps of the wall clock of seconds to hours (beyond the skew above),
+  /// forward or back, each of at most `clock_jump_max_ms`; in half of them
+  /// the clock returns by the same amount 1 to 30 s later (a wrong clock
+  /// set right), at the latest at the heal.
+  uint32_t clock_jumps = 0;
+  int64_t clock_jump_max_ms = 0;
+  /// The wall clock runs fast (or slow, below 0) against true time by this
+  /// many millionths.
+  int64_t clock_drift_ppm = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
