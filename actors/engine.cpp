@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -243,6 +244,7 @@ std::vector<shard_setup> shard_setups(engine_impl_actor* self) {
     s.engine = caf::actor_cast<caf::actor>(self);
     s.notifiers = st.notifiers;
     s.wall_clock_ms = cfg.wall_clock_ms;
+    s.log = cfg.log;
     s.open_store = cfg.open_store;
     out.push_back(std::move(s));
   }
@@ -412,6 +414,12 @@ caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
   auto& st = self->state;
   if (!cfg.wall_clock_ms)
     cfg.wall_clock_ms = logic::system_wall_clock_ms;
+  if (!cfg.log)
+    cfg.log = [](const std::string& line) {
+      auto text = line + "\n";
+      std::fwrite(text.data(), 1, text.size(), stderr);
+      std::fflush(stderr);
+    };
   cfg.shard_count = std::max<uint32_t>(1, cfg.shard_count);
   cfg.notifiers = std::max<uint32_t>(1, cfg.notifiers);
   st.cfg = std::move(cfg);

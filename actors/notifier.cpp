@@ -63,16 +63,27 @@ const caf::actor& settle_target(notifier_actor* self, core::task_id id) {
   return st.engine;
 }
 
-/// Arms `timer` (sending `Atom` and its generation) at `next_ms`, unless
-/// it is armed for then or sooner: the armed check re-arms when it runs.
-template<class Atom>
+/// The actor clock (steady; virtual under test), in µs.
+int64_t steady_us(notifier_actor* self) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           self->clock().now().time_since_epoch())
+    .count();
+}
+
+/// Arms `timer` (sending `Atom` and its generation) at `next_ms` on the
+/// wall clock, unless it is armed for then or sooner: the armed check
+/// re-arms when it runs. A wait is capped (see armed_timer).
+template<class Atom,
+         caf::message_priority Priority = caf::message_priority::normal>
 void arm_at(notifier_actor* self, logic::armed_timer& timer, int64_t next_ms) {
-  auto gen = timer.arm(next_ms);
-  if (!gen)
+  auto w = timer.arm(next_ms, self->state.clock.now_us(), steady_us(self));
+  if (!w)
     return;
-  auto delay_ms = std::max<int64_t>(0, next_ms - self->state.clock.now_ms());
-  self->delayed_send(self, std::chrono::milliseconds{delay_ms}, Atom::value,
-                     *gen);
+  if (w->delay_us <= 0)
+    self->send<Priority>(self, Atom::value, w->generation);
+  else
+    self->delayed_send<Priority>(self, std::chrono::microseconds{w->delay_us},
+                                 Atom::value, w->generation);
 }
 
 /// Keeps one check armed at the earliest deadline of an unanswered
@@ -248,22 +259,13 @@ void arm_expiry(notifier_actor* self) {
   arm_at<expire_atom>(self, st.expiry, st.logic->next_expiry_ms());
 }
 
-/// Keeps one release armed, at the earliest held delivery's due time.
+/// Keeps one release armed, at the earliest held delivery's due time. High
+/// priority: releasing due deliveries goes ahead of answers and batches
+/// queued in the mailbox.
 void arm_release(notifier_actor* self) {
   auto& st = self->state;
-  auto next = st.holds.next_release_ms();
-  // The armed release comes first: it re-arms when it runs.
-  auto gen = st.release.arm(next);
-  if (!gen)
-    return;
-  auto delay_us = st.clock.delay_until_us(next);
-  // High priority: releasing due deliveries goes ahead of answers and
-  // batches queued in the mailbox.
-  if (delay_us <= 0)
-    self->send<caf::message_priority::high>(self, release_atom::value, *gen);
-  else
-    self->delayed_send<caf::message_priority::high>(
-      self, std::chrono::microseconds{delay_us}, release_atom::value, *gen);
+  arm_at<release_atom, caf::message_priority::high>(self, st.release,
+                                                    st.holds.next_release_ms());
 }
 
 /// Hands the held deliveries that are due to the notifier_logic.

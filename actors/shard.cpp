@@ -2,9 +2,10 @@
 
 #include <chrono>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <utility>
 
-#include <caf/actor_ostream.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -63,9 +64,12 @@ void send_timer(shard_actor* self, const logic::shard_effects::timer& t) {
 void carry_out(shard_actor* self) {
   auto& st = self->state;
   auto& fx = st.fx;
-  if (!fx.log.empty())
-    caf::aout(self) << "dally shard " << st.setup.index << ": " << fx.log
-                    << std::endl;
+  if (!fx.log.empty() && st.setup.log) {
+    std::istringstream lines{fx.log};
+    for (std::string line; std::getline(lines, line);)
+      st.setup.log("dally shard " + std::to_string(st.setup.index) + ": " +
+                   line);
+  }
   if (fx.answer_held) {
     auto held = std::move(st.held);
     st.held.clear();

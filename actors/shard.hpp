@@ -24,6 +24,8 @@ struct shard_setup {
   /// Deliveries of a topic go to notifiers[core::notifier_of(topic, size)].
   std::vector<caf::actor> notifiers;
   std::function<int64_t()> wall_clock_ms;
+  /// One log line (see engine_config::log).
+  std::function<void(const std::string&)> log;
   /// Opens the store (see engine_config::open_store); empty: RocksDB.
   logic::store_opener open_store;
 };

@@ -535,6 +535,7 @@ int run(int argc, char** argv) {
     return exit_usage;
   }
   logic::engine_config ecfg;
+  ecfg.log = log_line;
   if (auto msg = to_engine_config(cfg, ecfg)) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
     return exit_usage;

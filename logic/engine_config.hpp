@@ -174,6 +174,10 @@ struct engine_config {
   /// step neither fires a burst early nor stalls.
   std::function<int64_t()> wall_clock_ms;
 
+  /// Where the engine's own log lines go (a wall-clock step, a failed
+  /// housekeeping); each call is one line. Empty: stderr.
+  std::function<void(const std::string&)> log;
+
   /// Replaces RocksDB's file system in every shard's store (tests inject
   /// faults through it).
   std::shared_ptr<rocksdb::FileSystem> file_system;

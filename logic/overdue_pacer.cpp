@@ -42,6 +42,14 @@ void overdue_pacer::start_pass(int64_t now_ms) {
   }
 }
 
+void overdue_pacer::clock_stepped(int64_t now_ms) noexcept {
+  auto before = core::saturating_add(now_ms, -opts_.late_threshold_ms);
+  if (!backlog_started_ || backlog_before_ms_ < before) {
+    backlog_started_ = true;
+    backlog_before_ms_ = before;
+  }
+}
+
 int64_t overdue_pacer::late_before_ms(int64_t now_ms) const noexcept {
   return std::min(core::saturating_add(now_ms, -opts_.late_threshold_ms),
                   backlog_before_ms_);

@@ -34,6 +34,10 @@ public:
   /// first pass also fixes what counts as the downtime's backlog.
   void start_pass(int64_t now_ms);
 
+  /// The wall clock stepped forward to `now_ms`: what it made overdue by
+  /// more than the threshold is backlog, paced like that of a downtime.
+  void clock_stepped(int64_t now_ms) noexcept;
+
   /// Entries indexed before this are late at `now_ms` (and paced).
   int64_t late_before_ms(int64_t now_ms) const noexcept;
 

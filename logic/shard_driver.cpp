@@ -97,14 +97,15 @@ void shard_driver::settle(std::span<const verdict> verdicts,
 }
 
 void shard_driver::arm(shard_effects& fx) {
+  auto now_us = read_wall_clock(fx);
   auto next = logic_.next_wakeup_ms();
   if (next == never_ms) {
     wake_.cancel();
     return;
   }
   // An armed wake-up that comes first re-arms on arrival.
-  if (auto gen = wake_.arm(next))
-    fx.wake = shard_effects::timer{*gen, wall_.delay_until_us(next)};
+  if (auto w = wake_.arm(next, now_us, steady_us()))
+    fx.wake = shard_effects::timer{w->generation, w->delay_us};
 }
 
 bool shard_driver::restart_if_write_failed(shard_effects& fx) {
@@ -140,7 +141,7 @@ void shard_driver::flush(shard_effects& fx) {
 void shard_driver::wake(uint64_t generation, shard_effects& fx) {
   if (!wake_.claim(generation))
     return;
-  if (auto err = logic_.fire(wall_.now_ms())) {
+  if (auto err = logic_.fire(read_wall_clock(fx) / 1000)) {
     // A read failed, or the write that quarantines a damaged record did
     // (then RocksDB's WAL writer keeps the error, as after a failed
     // commit). Retrying here spun: the entries went back to the window,
@@ -183,6 +184,34 @@ void shard_driver::stop(shard_effects& fx) {
 }
 
 // -- private ------------------------------------------------------------------
+
+int64_t shard_driver::steady_us() const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           steady_now_().time_since_epoch())
+    .count();
+}
+
+/// Reads the wall clock (µs) and tells a step loudly: after a forward step
+/// what the clock now says is due is paced as overdue work.
+int64_t shard_driver::read_wall_clock(shard_effects& fx) {
+  auto now_us = wall_.now_us();
+  auto step_us = steps_.observe(now_us, steady_us());
+  if (step_us == 0)
+    return now_us;
+  if (step_us > 0)
+    logic_.wall_clock_stepped(now_us / 1000);
+  std::ostringstream out;
+  out << "warning: the wall clock stepped "
+      << (step_us > 0 ? "forward" : "back") << " by "
+      << (step_us > 0 ? step_us : -step_us) / 1000
+      << " ms against the steady clock; "
+      << (step_us > 0 ? "what is due now fires, paced as overdue work"
+                      : "nothing fires before the clock reads its due time");
+  if (!fx.log.empty())
+    fx.log += "\n";
+  fx.log += out.str();
+  return now_us;
+}
 
 void shard_driver::answer_held(const core::error& err, shard_effects& fx) {
   fx.answer_held = true;

@@ -138,7 +138,9 @@ public:
   /// looked up side by side (shard_logic::prefetch).
   void settle(std::span<const verdict> verdicts, shard_effects& fx);
 
-  /// Keeps exactly one wake-up armed, at the logic's next work.
+  /// Keeps exactly one wake-up armed, at the logic's next work on the wall
+  /// clock, waiting at most armed_timer::max_wait_us (see armed_timer); a
+  /// step of the wall clock seen here or at a wake-up is logged.
   void arm(shard_effects& fx);
 
   /// After a write outside a commit failed (a quarantine while opening or
@@ -173,6 +175,8 @@ public:
 
 private:
   void answer_held(const core::error& err, shard_effects& fx);
+  int64_t steady_us() const;
+  int64_t read_wall_clock(shard_effects& fx);
   void arm_maintain(shard_effects& fx);
   void split_deliveries(std::vector<held_delivery>& items, shard_effects& fx);
 
@@ -184,6 +188,8 @@ private:
   bool flush_sent_ = false;
   /// The armed wake-up, at a wall-clock target.
   armed_timer wake_;
+  /// Steps of the wall clock, seen at wake-ups and when arming.
+  clock_step_watch steps_;
   /// The armed housekeeping: a sooner need re-arms it, and the message of
   /// the generation it replaced is ignored.
   bool maintain_armed_ = false;

@@ -228,6 +228,10 @@ public:
   /// the backlog is full, only its next token counts.
   int64_t next_wakeup_ms() const;
 
+  /// The wall clock stepped forward to `now_ms`: what it says is overdue
+  /// fires paced, like the backlog after a restart.
+  void wall_clock_stepped(int64_t now_ms);
+
   /// Housekeeping, every second or so: forgets expired idempotency keys and
   /// syncs the store when due (periodic durability, or sync with a commit
   /// waiting for its fsync). Writes to the store

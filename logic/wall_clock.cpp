@@ -22,13 +22,16 @@ wall_clock::wall_clock(std::function<int64_t()> read_ms)
   system_ = fn != nullptr && *fn == &system_wall_clock_ms;
 }
 
-int64_t wall_clock::delay_until_us(int64_t target_ms) const {
+int64_t wall_clock::now_us() const {
   if (!system_)
-    return (target_ms - read_ms_()) * 1000;
-  auto now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::system_clock::now().time_since_epoch())
-                  .count();
-  return target_ms * 1000 - now_us;
+    return read_ms_() * 1000;
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
+int64_t wall_clock::delay_until_us(int64_t target_ms) const {
+  return target_ms * 1000 - now_us();
 }
 
 } // namespace dally::logic
