@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace dally::sim {
@@ -23,7 +24,15 @@ public:
   int64_t shift(int64_t delta_ms) noexcept;
 
   /// Steps the clock by `delta_ms`, unbounded.
-  void jump(int64_t delta_ms) noexcept { jump_ms_ += delta_ms; }
+  void jump(int64_t delta_ms) noexcept {
+    jump_ms_ += delta_ms;
+    max_jump_ms_ = std::max(max_jump_ms_, jump_ms_);
+  }
+
+  /// How far the jumps have left the clock behind the furthest it was
+  /// ahead: due times the engine worked out then lie up to this much later
+  /// on the clock it now has.
+  int64_t stepped_back_ms() const noexcept { return max_jump_ms_ - jump_ms_; }
 
   /// The skew and the jumps together (the drift apart).
   int64_t offset_ms() const noexcept { return offset_ms_ + jump_ms_; }
@@ -36,6 +45,7 @@ private:
   int64_t origin_ms_;
   int64_t offset_ms_ = 0;
   int64_t jump_ms_ = 0;
+  int64_t max_jump_ms_ = 0;
 };
 
 } // namespace dally::sim
