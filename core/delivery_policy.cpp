@@ -37,19 +37,25 @@ int64_t delivery_policy::backoff_ms(uint32_t attempt) const noexcept {
   return wait;
 }
 
-error delivery_policy::validate() const {
+error delivery_policy::validate(int64_t max_wait_ms) const {
+  auto too_long = [max_wait_ms](const char* field, int64_t value) {
+    return bad_policy(std::string{field} + " is " + std::to_string(value) +
+                      " ms; the maximum is the maximum delay, " +
+                      format_duration(max_wait_ms));
+  };
   if (lease_ms <= 0)
     return bad_policy("lease_ms is " + std::to_string(lease_ms) +
                       "; a lease must be positive");
-  if (lease_ms > max_time_ms)
-    return bad_policy("lease_ms is " + std::to_string(lease_ms) +
-                      "; the maximum is " + std::to_string(max_time_ms));
+  if (lease_ms > max_wait_ms)
+    return too_long("lease_ms", lease_ms);
   if (max_attempts < 1)
     return bad_policy("max_attempts is 0; at least 1 delivery is needed");
   if (backoff_initial_ms < 0)
     return bad_policy("backoff_initial_ms is " +
                       std::to_string(backoff_initial_ms) +
                       "; a wait cannot be negative");
+  if (backoff_initial_ms > max_wait_ms)
+    return too_long("backoff_initial_ms", backoff_initial_ms);
   if (backoff_multiplier_permille < 1000)
     return bad_policy("backoff_multiplier_permille is " +
                       std::to_string(backoff_multiplier_permille) +
@@ -59,9 +65,8 @@ error delivery_policy::validate() const {
     return bad_policy("backoff_max_ms (" + std::to_string(backoff_max_ms) +
                       ") is below backoff_initial_ms (" +
                       std::to_string(backoff_initial_ms) + ")");
-  if (backoff_max_ms > max_time_ms)
-    return bad_policy("backoff_max_ms is " + std::to_string(backoff_max_ms) +
-                      "; the maximum is " + std::to_string(max_time_ms));
+  if (backoff_max_ms > max_wait_ms)
+    return too_long("backoff_max_ms", backoff_max_ms);
   return {};
 }
 

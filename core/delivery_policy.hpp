@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
+#include "core/task_limits.hpp"
 
 namespace dally::core {
 
@@ -42,8 +43,11 @@ struct delivery_policy {
   int64_t backoff_ms(uint32_t attempt) const noexcept;
 
   /// errc::none if every field is in range, else errc::invalid_policy with
-  /// a message naming the field, its value and the rule it breaks.
-  error validate() const;
+  /// a message naming the field, its value and the rule it breaks. The
+  /// lease and the waits are at most `max_wait_ms` (the node's maximum
+  /// delay, task_limits::max_delay_ms), so that no lease deadline or retry
+  /// time leaves the supported range.
+  error validate(int64_t max_wait_ms = task_limits{}.max_delay_ms) const;
 
   friend bool operator==(const delivery_policy&,
                          const delivery_policy&) = default;
