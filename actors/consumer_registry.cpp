@@ -11,6 +11,7 @@
 
 #include "actors/messages.hpp"
 #include "core/placement.hpp"
+#include "core/task.hpp"
 #include "net/error.hpp"
 #include "net/type_ids.hpp"
 
@@ -30,6 +31,7 @@ struct registry_state {
   std::vector<caf::actor> notifiers;
   uint32_t default_max_in_flight = 1000;
   uint32_t default_max_batch = 64;
+  core::task_limits limits;
   /// Topic -> consumers, in subscription order.
   std::map<std::string, std::vector<subscription>> topics;
   /// Consumer -> how many topics it consumes (monitored while > 0).
@@ -56,8 +58,8 @@ caf::result<net::empty_reply> subscribe(registry_actor* self,
                                         consumer_actor consumer, bool batches) {
   auto& st = self->state;
   const auto& topic = req.topic();
-  if (topic.empty())
-    return net::make_caf_error(core::errc::invalid_topic, "topic is empty");
+  if (auto err = core::validate_topic(topic, st.limits))
+    return net::make_caf_error(err.code(), err.message());
   if (!consumer)
     return net::make_caf_error(core::errc::invalid_request,
                                "subscribe needs a consumer actor");
@@ -87,9 +89,11 @@ caf::result<net::empty_reply> subscribe(registry_actor* self,
 caf::behavior registry_impl(registry_actor* self,
                             std::vector<caf::actor> notifiers,
                             uint32_t default_max_in_flight,
-                            uint32_t default_max_batch) {
+                            uint32_t default_max_batch,
+                            size_t max_topic_bytes) {
   auto& st = self->state;
   st.notifiers = std::move(notifiers);
+  st.limits.max_topic_bytes = max_topic_bytes;
   st.default_max_in_flight = default_max_in_flight;
   st.default_max_batch =
     std::clamp<uint32_t>(default_max_batch, 1, max_batch_limit);
@@ -161,9 +165,10 @@ caf::behavior registry_impl(registry_actor* self,
 caf::actor spawn_consumer_registry(caf::actor_system& sys,
                                    std::vector<caf::actor> notifiers,
                                    uint32_t default_max_in_flight,
-                                   uint32_t default_max_batch) {
+                                   uint32_t default_max_batch,
+                                   size_t max_topic_bytes) {
   return sys.spawn(registry_impl, std::move(notifiers), default_max_in_flight,
-                   default_max_batch);
+                   default_max_batch, max_topic_bytes);
 }
 
 } // namespace dally::actors

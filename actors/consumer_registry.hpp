@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -19,10 +20,15 @@ namespace dally::actors {
 /// topic_consumers_msg. A batch consumer gets up to its request's
 /// `max_batch` deliveries per message (0: `default_max_batch`), at most its
 /// `max_in_flight` and `max_batch_limit`.
+///
+/// A subscription's topic follows the rules of a task's (see
+/// core::validate_topic, with `max_topic_bytes`): one that no task can
+/// have is refused with invalid_topic.
 caf::actor spawn_consumer_registry(caf::actor_system& sys,
                                    std::vector<caf::actor> notifiers,
                                    uint32_t default_max_in_flight,
-                                   uint32_t default_max_batch);
+                                   uint32_t default_max_batch,
+                                   size_t max_topic_bytes);
 
 /// The most deliveries one message to a batch consumer carries.
 constexpr uint32_t max_batch_limit = 1024;

@@ -265,9 +265,9 @@ void spawn_children(engine_impl_actor* self) {
       spawn_notifier(sys, me, st.cfg.shard_count, dopts, st.cfg.wall_clock_ms));
     self->link_to(st.notifiers.back());
   }
-  st.registry = spawn_consumer_registry(sys, st.notifiers,
-                                        st.cfg.max_in_flight_per_consumer,
-                                        st.cfg.default_max_batch);
+  st.registry = spawn_consumer_registry(
+    sys, st.notifiers, st.cfg.max_in_flight_per_consumer,
+    st.cfg.default_max_batch, st.cfg.shard.limits.max_topic_bytes);
   self->link_to(st.registry);
   st.supervisor = spawn_supervisor(sys, me, shard_setups(self),
                                    st.cfg.max_restarts_per_minute);

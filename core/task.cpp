@@ -15,7 +15,9 @@ std::string hex_byte(unsigned char c) {
   return buf;
 }
 
-error check_topic(const std::string& topic, const task_limits& limits) {
+} // namespace
+
+error validate_topic(const std::string& topic, const task_limits& limits) {
   if (topic.empty())
     return error{errc::invalid_topic, "topic is empty"};
   if (topic.size() > limits.max_topic_bytes)
@@ -35,10 +37,8 @@ error check_topic(const std::string& topic, const task_limits& limits) {
   return {};
 }
 
-} // namespace
-
 error task::validate(int64_t now_ms, const task_limits& limits) const {
-  if (auto err = check_topic(topic, limits))
+  if (auto err = validate_topic(topic, limits))
     return err;
   if (payload.size() > limits.max_payload_bytes)
     return error{errc::payload_too_large,
@@ -72,7 +72,7 @@ error task::validate(int64_t now_ms, const task_limits& limits) const {
                                           format_duration(due_ms - now_ms) +
                                           " after now; the maximum delay is " +
                                           format_duration(limits.max_delay_ms)};
-  return policy.validate();
+  return policy.validate(limits.max_delay_ms);
 }
 
 } // namespace dally::core

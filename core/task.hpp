@@ -54,4 +54,9 @@ struct task {
   friend bool operator==(const task&, const task&) = default;
 };
 
+/// errc::none if `topic` may name a topic under `limits`, else
+/// invalid_topic: empty, longer than limits.max_topic_bytes, a control
+/// character, or not valid UTF-8.
+error validate_topic(const std::string& topic, const task_limits& limits = {});
+
 } // namespace dally::core

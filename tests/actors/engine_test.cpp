@@ -495,6 +495,26 @@ BOOST_AUTO_TEST_CASE(a_dead_batch_consumers_deliveries_are_requeued) {
   BOOST_TEST(stats().acked() == 10u);
 }
 
+// A consumer may subscribe only to a topic a task can have: consume used
+// to take a topic longer than a schedule allows.
+BOOST_AUTO_TEST_CASE(subscribe_refuses_a_topic_no_task_can_have) {
+  auto log = std::make_shared<consumer_log>();
+  auto clock = [this] { return now_ms(); };
+  auto c = sys().spawn(scripted_consumer, log, std::function<int64_t()>{clock});
+  for (auto topic :
+       {std::string(257, 't'), std::string{"t-\xff\xfe"}, std::string{}}) {
+    v1::SubscribeRequest sub;
+    sub.set_topic(topic);
+    auto res = call<net::empty_reply>(net::subscribe_request{sub}, c);
+    BOOST_REQUIRE(!res);
+    BOOST_TEST(code_of(res.error()) == core::errc::invalid_topic);
+  }
+  v1::SubscribeRequest sub;
+  sub.set_topic(std::string(256, 't'));
+  BOOST_TEST(!!call<net::empty_reply>(net::subscribe_request{sub}, c));
+  self()->send_exit(c, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_CASE(
   max_batch_is_for_batch_consumers_and_within_max_in_flight) {
   auto log = std::make_shared<consumer_log>();

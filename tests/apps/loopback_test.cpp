@@ -414,6 +414,15 @@ BOOST_FIXTURE_TEST_CASE(bad_input_exit_1, fixture) {
   expect({"schedule", "--topic", "", "--payload", "x"}, "invalid_topic");
   expect({"schedule", "--topic", std::string(300, 't'), "--payload", "x"},
          "invalid_topic");
+  expect({"schedule", "--topic", "t-\xff\xfe", "--payload", "x"},
+         "invalid_topic");
+  expect({"consume", std::string(300, 't'), "--max", "1"}, "invalid_topic");
+  expect({"consume", "t-\xff\xfe", "--max", "1"}, "invalid_topic");
+  expect({"schedule", "--topic", "t", "--payload", "x", "--backoff",
+          "253402300799999", "--backoff-max", "253402300799999"},
+         "invalid_policy");
+  expect({"schedule", "--topic", "t", "--payload", "x", "--lease", "3654d"},
+         "invalid_policy");
   expect({"schedule", "--topic", "t"}, "payload_too_large",
          std::string((1 << 20) + 1, 'p'));
   expect({"schedule", "--topic", "t", "--in", "4000d", "--payload", "x"},

@@ -175,7 +175,44 @@ BOOST_AUTO_TEST_CASE(policy_rejects_huge_lease) {
   delivery_policy p;
   p.lease_ms = max_time_ms + 1;
   check_error(p.validate(), errc::invalid_policy,
-              {"lease_ms is 253402300800000; the maximum is"});
+              {"lease_ms is 253402300800000 ms; the maximum is the maximum "
+               "delay"});
+  // The cap is the maximum delay (ten years), not the end of the range.
+  p.lease_ms = task_limits{}.max_delay_ms;
+  BOOST_TEST(!p.validate());
+  p.lease_ms = task_limits{}.max_delay_ms + 1;
+  check_error(p.validate(), errc::invalid_policy, {"lease_ms is"});
+  check_error(p.validate(1'000), errc::invalid_policy, {"lease_ms is"});
+}
+
+BOOST_AUTO_TEST_CASE(a_topic_follows_the_same_rules_alone) {
+  BOOST_TEST(!validate_topic("billing"));
+  check_error(validate_topic(std::string{"t-\xff\xfe"}), errc::invalid_topic,
+              {"not valid UTF-8"});
+  check_error(validate_topic(std::string(257, 't')), errc::invalid_topic,
+              {"257 bytes long; the maximum is 256 bytes"});
+  check_error(validate_topic(""), errc::invalid_topic, {"topic is empty"});
+}
+
+// Issue 52: a backoff of year 9999 set a retry time outside the supported
+// range on the first nack.
+BOOST_AUTO_TEST_CASE(policy_rejects_a_backoff_past_the_maximum_delay) {
+  delivery_policy p;
+  p.backoff_initial_ms = 253402300799999;
+  p.backoff_max_ms = 253402300799999;
+  check_error(p.validate(), errc::invalid_policy,
+              {"backoff_initial_ms is 253402300799999 ms; the maximum is the "
+               "maximum delay"});
+  p.backoff_initial_ms = 1'000;
+  check_error(p.validate(), errc::invalid_policy,
+              {"backoff_max_ms is 253402300799999 ms"});
+  p.backoff_max_ms = task_limits{}.max_delay_ms;
+  BOOST_TEST(!p.validate());
+  // Through a task: the node's limits decide.
+  auto t = valid_task();
+  t.policy.backoff_initial_ms = 253402300799999;
+  t.policy.backoff_max_ms = 253402300799999;
+  check_error(t.validate(now), errc::invalid_policy, {"backoff_initial_ms"});
 }
 
 BOOST_AUTO_TEST_CASE(policy_rejects_zero_attempts) {
@@ -210,7 +247,7 @@ BOOST_AUTO_TEST_CASE(policy_rejects_huge_cap) {
   delivery_policy p;
   p.backoff_max_ms = std::numeric_limits<int64_t>::max();
   check_error(p.validate(), errc::invalid_policy,
-              {"backoff_max_ms is 9223372036854775807; the maximum is"});
+              {"backoff_max_ms is 9223372036854775807 ms; the maximum is"});
 }
 
 BOOST_AUTO_TEST_CASE(backoff_doubles_up_to_the_cap) {

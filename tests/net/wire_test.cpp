@@ -79,6 +79,35 @@ BOOST_AUTO_TEST_CASE(an_unknown_extra_field_from_a_newer_peer_is_skipped) {
   BOOST_TEST(back.pb.when().at_ms() == 1'700'000'000'000);
 }
 
+// A topic that is not UTF-8 is the node's to refuse, task by task
+// (invalid_topic): the batch it came in must still parse, whole.
+BOOST_AUTO_TEST_CASE(a_batch_with_a_malformed_topic_parses) {
+  caf::actor_system sys{cfg};
+  v1::ScheduleBatchRequest pb;
+  pb.add_tasks()->set_topic("billing");
+  pb.add_tasks()->set_topic(std::string{"t-\xff\xfe"});
+  schedule_batch_request out{pb};
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  BOOST_REQUIRE(!sink(out));
+  schedule_batch_request back;
+  caf::binary_deserializer source{sys, buf};
+  BOOST_REQUIRE(!source(back));
+  BOOST_REQUIRE(back.pb.tasks_size() == 2);
+  BOOST_TEST(back.pb.tasks(0).topic() == "billing");
+  BOOST_TEST(back.pb.tasks(1).topic() == std::string{"t-\xff\xfe"});
+  v1::SubscribeRequest sub;
+  sub.set_topic(std::string{"\xc0"});
+  subscribe_request sub_out{sub};
+  buf.clear();
+  caf::binary_serializer sub_sink{sys, buf};
+  BOOST_REQUIRE(!sub_sink(sub_out));
+  subscribe_request sub_back;
+  caf::binary_deserializer sub_source{sys, buf};
+  BOOST_REQUIRE(!sub_source(sub_back));
+  BOOST_TEST(sub_back.pb.topic() == std::string{"\xc0"});
+}
+
 BOOST_AUTO_TEST_CASE(garbage_bytes_are_refused_with_an_error) {
   caf::actor_system sys{cfg};
   std::string garbage = "\x0a\xff\xff\xff\xff\xff";
