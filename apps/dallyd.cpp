@@ -91,7 +91,23 @@ public:
   size_t idle_eviction_ms = 10'000;
 
   dallyd_config() {
-    opt_group{custom_options_, "?dally"}
+    opt_group group{custom_options_, "?dally"};
+    add_node_options(group);
+    add_window_options(group);
+    add_task_options(group);
+    add_delivery_options(group);
+    add_memory_options(group);
+    add_connection_options(group);
+  }
+
+  const caf::config_option_set& options() const noexcept {
+    return custom_options_;
+  }
+
+private:
+  /// Options for where the node keeps its data, where it listens, durability.
+  void add_node_options(opt_group& group) {
+    group
       .add(data_dir, "data-dir",
            "where the shards keep their stores (default ./dally-data)")
       .add(address, "address",
@@ -104,7 +120,12 @@ public:
            "the fsync but still writes the WAL (default sync)")
       .add(sync_period_ms, "sync-period-ms",
            "with periodic durability: longest a write stays unsynced "
-           "(default 100)")
+           "(default 100)");
+  }
+
+  /// Options for what the shards keep in memory and when they fire.
+  void add_window_options(opt_group& group) {
+    group
       .add(window_ms, "window-ms",
            "tasks due within this many ms are kept in memory "
            "(default 300000)")
@@ -118,7 +139,12 @@ public:
            "(default 20000)")
       .add(fire_lead_ms, "fire-lead-ms",
            "tasks due within this many ms are committed as fired ahead of "
-           "time and delivered when due; 0: at the due time (default 32)")
+           "time and delivered when due; 0: at the due time (default 32)");
+  }
+
+  /// Options for the default delivery policy and the limits of one task.
+  void add_task_options(opt_group& group) {
+    group
       .add(lease_ms, "lease-ms",
            "default lease: a delivery not settled within it is redelivered "
            "(default 30000)")
@@ -132,7 +158,12 @@ public:
       .add(max_payload_bytes, "max-payload-bytes",
            "largest accepted payload (default 1048576)")
       .add(max_topic_bytes, "max-topic-bytes",
-           "longest accepted topic (default 256)")
+           "longest accepted topic (default 256)");
+  }
+
+  /// Options for the notifiers and their caps.
+  void add_delivery_options(opt_group& group) {
+    group
       .add(notifiers, "notifiers",
            "actors delivering fired tasks to consumers (default 2)")
       .add(max_in_flight_per_consumer, "max-in-flight-per-consumer",
@@ -147,7 +178,12 @@ public:
            "consumers' slots (default 10000)")
       .add(max_unanswered_per_topic, "max-unanswered-per-topic",
            "fired and unanswered deliveries per topic across shards; 0: no "
-           "cap (default 10000)")
+           "cap (default 10000)");
+  }
+
+  /// Options for RocksDB's memory and the record cache.
+  void add_memory_options(opt_group& group) {
+    group
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(task_memtable, "task-memtable",
@@ -157,7 +193,12 @@ public:
            "RocksDB block cache per shard in MiB (default 32)")
       .add(record_cache_mb, "record-cache-mb",
            "records of in-flight and soon-due tasks kept in memory per "
-           "shard, in MiB; 0: none (default 32)")
+           "shard, in MiB; 0: none (default 32)");
+  }
+
+  /// Options for client connections.
+  void add_connection_options(opt_group& group) {
+    group
       .add(max_message_bytes, "max-message-bytes",
            "largest message a client may send; a connection whose next "
            "message claims more is dropped (default 67108864)")
@@ -168,10 +209,6 @@ public:
       .add(idle_eviction_ms, "idle-eviction-ms",
            "how long a connection must be silent before a new one may take "
            "its place at --max-connections (default 10000)");
-  }
-
-  const caf::config_option_set& options() const noexcept {
-    return custom_options_;
   }
 };
 
@@ -277,10 +314,9 @@ valued_option_names(const caf::config_option_set& opts) {
   return out;
 }
 
-/// Checks the values and turns them into an engine config; an error text
-/// on a bad value.
-std::optional<std::string> to_engine_config(const dallyd_config& cfg,
-                                            logic::engine_config& out) {
+/// The data dir, the shard count and durability.
+std::optional<std::string> check_node_options(const dallyd_config& cfg,
+                                              logic::engine_config& out) {
   if (cfg.data_dir.empty())
     return "--data-dir must not be empty";
   out.data_dir = cfg.data_dir;
@@ -299,6 +335,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.sync_period_ms < 1)
     return "--sync-period-ms must be at least 1";
   out.sync_period_ms = cfg.sync_period_ms;
+  return std::nullopt;
+}
+
+/// The window, pacing and the fire lead of every shard.
+std::optional<std::string> check_window_options(const dallyd_config& cfg,
+                                                logic::engine_config& out) {
   if (cfg.window_ms < 1)
     return "--window-ms must be at least 1";
   out.shard.window.window_ms = cfg.window_ms;
@@ -314,6 +356,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.fire_lead_ms < 0 || cfg.fire_lead_ms > 1000)
     return "--fire-lead-ms must be in [0, 1000]";
   out.shard.fire_lead_ms = cfg.fire_lead_ms;
+  return std::nullopt;
+}
+
+/// The default delivery policy and the limits of one task.
+std::optional<std::string> check_task_options(const dallyd_config& cfg,
+                                              logic::engine_config& out) {
   auto& policy = out.shard.default_policy;
   policy.lease_ms = cfg.lease_ms;
   if (cfg.max_attempts > UINT32_MAX)
@@ -327,6 +375,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.max_topic_bytes < 1)
     return "--max-topic-bytes must be at least 1";
   out.shard.limits.max_topic_bytes = cfg.max_topic_bytes;
+  return std::nullopt;
+}
+
+/// The notifiers and their caps.
+std::optional<std::string> check_delivery_options(const dallyd_config& cfg,
+                                                  logic::engine_config& out) {
   if (cfg.notifiers < 1 || cfg.notifiers > 1024)
     return "--notifiers must be in [1, 1024]";
   out.notifiers = static_cast<uint32_t>(cfg.notifiers);
@@ -348,6 +402,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-unanswered-per-topic must be in [0, 2^32)";
   out.max_unanswered_per_topic =
     static_cast<uint32_t>(cfg.max_unanswered_per_topic);
+  return std::nullopt;
+}
+
+/// RocksDB's memory and the record cache.
+std::optional<std::string> check_memory_options(const dallyd_config& cfg,
+                                                logic::engine_config& out) {
   if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
     return "--write-buffer-mb must be in [1, 65536]";
   out.write_buffer_bytes = cfg.write_buffer_mb << 20;
@@ -364,6 +424,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.record_cache_mb > 1 << 20)
     return "--record-cache-mb must be in [0, 1048576]";
   out.shard.record_cache_bytes = cfg.record_cache_mb << 20;
+  return std::nullopt;
+}
+
+/// Client connections (checked here, applied by the server).
+std::optional<std::string> check_connection_options(const dallyd_config& cfg,
+                                                    logic::engine_config&) {
   // A schedule request with one largest payload must always fit.
   if (cfg.max_message_bytes < cfg.max_payload_bytes + 65536 ||
       cfg.max_message_bytes > UINT32_MAX)
@@ -373,6 +439,18 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
+  return std::nullopt;
+}
+
+/// Checks the values and turns them into an engine config; an error text
+/// on a bad value.
+std::optional<std::string> to_engine_config(const dallyd_config& cfg,
+                                            logic::engine_config& out) {
+  for (auto check :
+       {check_node_options, check_window_options, check_task_options,
+        check_delivery_options, check_memory_options, check_connection_options})
+    if (auto err = check(cfg, out))
+      return err;
   return std::nullopt;
 }
 
