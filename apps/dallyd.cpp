@@ -89,6 +89,10 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
+  size_t max_pending_connections = 128;
+  size_t handshake_timeout_ms = 5000;
+  size_t idle_timeout_ms = 0;
+  size_t max_partial_bytes = size_t{256} << 20;
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -163,11 +167,24 @@ public:
            "message claims more is dropped (default 67108864)")
       .add(max_connections, "max-connections",
            "most client connections open at once; at the cap a new one "
-           "replaces one silent for --idle-eviction-ms, or is closed "
-           "(default 1024)")
+           "replaces one without a request for --idle-eviction-ms, or is "
+           "closed (default 1024)")
       .add(idle_eviction_ms, "idle-eviction-ms",
-           "how long a connection must be silent before a new one may take "
-           "its place at --max-connections (default 10000)");
+           "how long a connection must have sent no request before a new "
+           "one may take its place at --max-connections (default 10000)")
+      .add(max_pending_connections, "max-pending-connections",
+           "most connections open that have not yet sent a request; a new "
+           "one beyond closes the oldest of them (default 128)")
+      .add(handshake_timeout_ms, "handshake-timeout-ms",
+           "a connection that has not completed its handshake and sent a "
+           "request within this is closed (default 5000)")
+      .add(idle_timeout_ms, "idle-timeout-ms",
+           "a connection that has sent no request for this long is closed; "
+           "heartbeats do not count; 0: never (default 0)")
+      .add(max_partial_bytes, "max-partial-bytes",
+           "most bytes all connections together may hold in messages they "
+           "have begun and not finished sending; a connection that would "
+           "take more is closed (default 268435456)");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -373,6 +390,14 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
+  if (cfg.max_pending_connections < 1 || cfg.max_pending_connections > 65536)
+    return "--max-pending-connections must be in [1, 65536]";
+  if (cfg.handshake_timeout_ms < 100 || cfg.handshake_timeout_ms > 3'600'000)
+    return "--handshake-timeout-ms must be in [100, 3600000]";
+  if (cfg.idle_timeout_ms > 86'400'000)
+    return "--idle-timeout-ms must be in [0, 86400000]";
+  if (cfg.max_partial_bytes < cfg.max_message_bytes)
+    return "--max-partial-bytes must be at least --max-message-bytes";
   return std::nullopt;
 }
 
@@ -436,6 +461,17 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
       [](caf::error&) {});
 }
 
+net::connection_limits connection_limits_of(const dallyd_config& cfg) {
+  net::connection_limits out;
+  out.max_connections = static_cast<uint32_t>(cfg.max_connections);
+  out.max_pending = static_cast<uint32_t>(cfg.max_pending_connections);
+  out.handshake_timeout_ms = static_cast<int64_t>(cfg.handshake_timeout_ms);
+  out.idle_timeout_ms = static_cast<int64_t>(cfg.idle_timeout_ms);
+  out.idle_eviction_ms = static_cast<int64_t>(cfg.idle_eviction_ms);
+  out.max_partial_bytes = cfg.max_partial_bytes;
+  return out;
+}
+
 /// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
 /// actor done, every connection closed) when it returns.
 int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
@@ -461,16 +497,14 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
              ": its next message claims " + std::to_string(claimed_bytes) +
              " bytes, above --max-message-bytes");
   };
-  popts.max_connections = static_cast<uint32_t>(cfg.max_connections);
-  popts.idle_eviction = std::chrono::milliseconds{cfg.idle_eviction_ms};
-  popts.on_capped = [limiter = std::make_shared<log_limiter>()](
-                      const std::string& peer, bool evicted) {
-    auto line = evicted ? "closed the connection from " + peer +
-                            ", silent for --idle-eviction-ms, to make room "
-                            "at --max-connections"
-                        : "refused a connection from " + peer +
-                            ": --max-connections are open and none is idle";
-    limiter->log(line);
+  popts.limits = connection_limits_of(cfg);
+  popts.on_closed = [limiter = std::make_shared<log_limiter>()](
+                      const std::string& peer,
+                      std::optional<net::close_reason> why) {
+    limiter->log(why ? "closed the connection from " + peer + ": " +
+                         net::to_string(*why)
+                     : "refused a connection from " + peer +
+                         ": --max-connections are open and none is idle");
   };
   auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
                                   std::move(popts));
