@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "logic/engine_config.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
+#include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/heap_purger.hpp"
 #include "runtime/retained_heap.hpp"
@@ -93,6 +96,10 @@ public:
   size_t handshake_timeout_ms = 5000;
   size_t idle_timeout_ms = 0;
   size_t max_partial_bytes = size_t{256} << 20;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  bool insecure = false;
 
   dallyd_config() {
     opt_group{custom_options_, "?dally"}
@@ -184,7 +191,16 @@ public:
       .add(max_partial_bytes, "max-partial-bytes",
            "most bytes all connections together may hold in messages they "
            "have begun and not finished sending; a connection that would "
-           "take more is closed (default 268435456)");
+           "take more is closed (default 268435456)")
+      .add(tls_cert, "tls-cert",
+           "PEM certificate (chain) of this node: TLS on the port, with "
+           "--tls-key and --tls-ca")
+      .add(tls_key, "tls-key", "PEM private key of --tls-cert")
+      .add(tls_ca, "tls-ca",
+           "PEM certificate authority that must have signed the clients' "
+           "certificates")
+      .add(insecure, "insecure",
+           "serve without TLS on an --address other hosts can reach");
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -461,6 +477,36 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
       [](caf::error&) {});
 }
 
+/// Whether `address` can only be reached from this host.
+bool is_loopback(const std::string& address) {
+  if (address == "localhost")
+    return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, address.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/// Turns on TLS for the port if its files are given, or refuses to serve
+/// other hosts without it; an error text for the user if not.
+std::optional<std::string> set_up_tls(dallyd_config& cfg) {
+  net::tls_files files{cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
+  if (files.cert.empty() && files.key.empty() && files.ca.empty()) {
+    if (is_loopback(cfg.address) || cfg.insecure)
+      return std::nullopt;
+    return "--address " + cfg.address +
+           " can be reached from other hosts, and without TLS anyone who "
+           "reaches the port controls every task: give --tls-cert, "
+           "--tls-key and --tls-ca, or --insecure to serve without TLS";
+  }
+  if (auto why = net::check_tls_files(files))
+    return *why;
+  net::enable_tls(cfg, files);
+  return std::nullopt;
+}
+
 net::connection_limits connection_limits_of(const dallyd_config& cfg) {
   net::connection_limits out;
   out.max_connections = static_cast<uint32_t>(cfg.max_connections);
@@ -498,6 +544,7 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
              " bytes, above --max-message-bytes");
   };
   popts.limits = connection_limits_of(cfg);
+  popts.tls = !cfg.tls_cert.empty();
   popts.on_closed = [limiter = std::make_shared<log_limiter>()](
                       const std::string& peer,
                       std::optional<net::close_reason> why) {
@@ -517,7 +564,8 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   std::printf("dallyd listening on %s:%u\n", cfg.address.c_str(),
               static_cast<unsigned>(*port));
   std::fflush(stdout);
-  log_line("listening on " + cfg.address + ":" + std::to_string(*port));
+  log_line("listening on " + cfg.address + ":" + std::to_string(*port) +
+           (cfg.tls_cert.empty() ? ", without TLS" : ", TLS"));
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
     // retry
@@ -571,6 +619,10 @@ int run(int argc, char** argv) {
   logic::engine_config ecfg;
   if (auto msg = to_engine_config(cfg, ecfg)) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  if (auto msg = set_up_tls(cfg)) {
+    std::cerr << "dallyd: " << *msg << "\n";
     return exit_usage;
   }
   log_line("starting: " + summary(cfg));

@@ -19,6 +19,8 @@
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
 #include <caf/io/network/stream_impl.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <caf/openssl/session.hpp>
 #include <caf/policy/tcp.hpp>
 #include <caf/send.hpp>
 #include <caf/timespan.hpp>
@@ -69,6 +71,34 @@ int64_t steady_now_ms() {
 constexpr size_t read_step_bytes = 64 * 1024;
 
 using plain_stream = net::stream_impl<caf::policy::tcp>;
+
+/// Reads and writes through a TLS session, as CAF's OpenSSL module does.
+class tls_policy {
+public:
+  explicit tls_policy(caf::openssl::session_ptr session)
+    : session_(std::move(session)) {
+    // nop
+  }
+
+  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf,
+                          size_t len) {
+    return session_->read_some(result, fd, buf, len);
+  }
+
+  net::rw_state write_some(size_t& result, net::native_socket fd,
+                           const void* buf, size_t len) {
+    return session_->write_some(result, fd, buf, len);
+  }
+
+  bool must_read_more(net::native_socket fd, size_t threshold) {
+    return session_->must_read_more(fd, threshold);
+  }
+
+private:
+  caf::openssl::session_ptr session_;
+};
+
+using tls_stream = net::stream_impl<tls_policy>;
 
 /// BASP's message types that carry work: messages to actors.
 bool is_request(uint8_t basp_operation) {
@@ -293,7 +323,14 @@ protected:
 
   void stream_close() override {
     stream_.passivate();
-    stream_.graceful_shutdown();
+    if constexpr (std::is_same_v<Stream, plain_stream>) {
+      stream_.graceful_shutdown();
+    } else {
+      // CAF's TLS session reports a write as done with 0 bytes while its
+      // handshake waits for the peer, so the output of a peer that never
+      // answers would never drain, and a graceful shutdown never end.
+      stream_.backend().del(net::operation::write, stream_.fd(), &stream_);
+    }
   }
 
 private:
@@ -368,14 +405,34 @@ public:
       return true;
     }
     static_cast<void>(net::keepalive(fd, true));
-    auto sptr =
-      caf::make_counted<guarded_scribe_on<plain_stream>>(mx, fd, st_, id);
+    auto sptr = make_scribe(mx, fd, id);
+    if (!sptr)
+      return true;
     auto hdl = sptr->hdl();
     parent()->add_scribe(std::move(sptr));
     return io::doorman::new_connection(&mx, hdl);
   }
 
 private:
+  /// A scribe for the accepted `fd`, plain or TLS; null if no TLS session
+  /// could start (then `fd` is closed).
+  io::scribe_ptr make_scribe(net::default_multiplexer& mx,
+                             net::native_socket fd, uint64_t id) {
+    if (!st_->opts.tls)
+      return caf::make_counted<guarded_scribe_on<plain_stream>>(mx, fd, st_,
+                                                                id);
+    static_cast<void>(net::nonblocking(fd, true));
+    auto session = caf::openssl::make_session(parent()->system(), fd, true);
+    if (!session) {
+      net::close_socket(fd);
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      st_->guard.on_close(id);
+      return nullptr;
+    }
+    return caf::make_counted<guarded_scribe_on<tls_stream>>(mx, fd, st_, id,
+                                                            std::move(session));
+  }
+
   static std::string peer_of(net::native_socket fd) {
     auto host = net::remote_addr_of_fd(fd);
     auto port = net::remote_port_of_fd(fd);
@@ -497,6 +554,9 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
     return caf::make_error(caf::sec::invalid_argument,
                            "max_connections and max_pending must be at "
                            "least 1");
+  if (opts.tls && !sys.has_openssl_manager())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "TLS needs CAF's OpenSSL module (net::enable_tls)");
   auto basp = basp_broker_of(sys);
   ignore_broker_cycle(basp);
   auto st = std::make_shared<listener_state>(std::move(opts));
@@ -531,7 +591,9 @@ caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
                               caf::defaults::middleman::connection_timeout);
   auto deadline = std::chrono::steady_clock::now() + patience;
   for (;;) {
-    auto node = sys.middleman().remote_actor<engine_actor>(host, port);
+    auto node = opts.tls
+                  ? caf::openssl::remote_actor<engine_actor>(sys, host, port)
+                  : sys.middleman().remote_actor<engine_actor>(host, port);
     if (node)
       return client_guard_for(sys, std::move(*node), opts.max_message_bytes);
     if (node.error() != caf::sec::connection_timeout ||

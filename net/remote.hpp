@@ -49,6 +49,9 @@ struct publish_options {
   /// has idled long enough.
   std::function<void(const std::string& peer, std::optional<close_reason> why)>
     on_closed;
+
+  /// Speak TLS on every connection, with the files given to `enable_tls`.
+  bool tls = false;
 };
 
 /// Publishes `engine` on `address:port` (port 0 picks a free one) and
@@ -67,6 +70,9 @@ struct connect_options {
   /// request_too_large and is never sent, since the node would drop the
   /// connection for it; set this when the node's limit differs.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+
+  /// Speak TLS, with the files given to `enable_tls`.
+  bool tls = false;
 };
 
 /// Connects to the engine a dallyd publishes at `host:port`. The handle
