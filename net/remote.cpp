@@ -72,7 +72,8 @@ constexpr size_t read_step_bytes = 64 * 1024;
 
 using plain_stream = net::stream_impl<caf::policy::tcp>;
 
-/// Reads and writes through a TLS session, as CAF's OpenSSL module does.
+/// Reads and writes through a TLS session, as CAF's OpenSSL module does,
+/// and notes a write that waited for the peer's side of the handshake.
 class tls_policy {
 public:
   explicit tls_policy(caf::openssl::session_ptr session)
@@ -87,18 +88,69 @@ public:
 
   net::rw_state write_some(size_t& result, net::native_socket fd,
                            const void* buf, size_t len) {
-    return session_->write_some(result, fd, buf, len);
+    auto state = session_->write_some(result, fd, buf, len);
+    stalled = state == net::rw_state::success && result == 0 && len > 0;
+    return state;
   }
 
   bool must_read_more(net::native_socket fd, size_t threshold) {
     return session_->must_read_more(fd, threshold);
   }
 
+  /// The last write wrote nothing: the handshake waits for the peer.
+  bool stalled = false;
+
 private:
   caf::openssl::session_ptr session_;
 };
 
-using tls_stream = net::stream_impl<tls_policy>;
+/// A TLS stream that stops asking for write events while its handshake
+/// waits for the peer. CAF's own reports such a write as done with 0
+/// bytes, and the socket is writable, so the multiplexer's thread would
+/// spin until the peer answers, forever for a peer that never does.
+class tls_stream final : public net::stream {
+public:
+  tls_stream(net::default_multiplexer& mx, net::native_socket fd,
+             caf::openssl::session_ptr session)
+    : net::stream(mx, fd), policy_(std::move(session)) {
+    // nop
+  }
+
+  void handle_event(net::operation op) override {
+    handle_event_impl(op, policy_);
+    if (op == net::operation::write && policy_.stalled && !write_paused_) {
+      write_paused_ = true;
+      backend().del(net::operation::write, fd(), this);
+    } else if (op == net::operation::read && write_paused_) {
+      write_paused_ = false;
+      backend().add(net::operation::write, fd(), this);
+    }
+  }
+
+  void removed_from_loop(net::operation op) override {
+    // A pause keeps the writer for when the peer answers.
+    if (op == net::operation::write && write_paused_)
+      return;
+    net::stream::removed_from_loop(op);
+  }
+
+  /// Whether writing waits for the peer's side of the handshake.
+  bool write_paused() const { return write_paused_; }
+
+  /// Gives up the output not yet written, and stops writing.
+  void drop_output() {
+    if (write_paused_) {
+      write_paused_ = false;
+      net::stream::removed_from_loop(net::operation::write);
+    } else {
+      backend().del(net::operation::write, fd(), this);
+    }
+  }
+
+private:
+  tls_policy policy_;
+  bool write_paused_ = false;
+};
 
 /// BASP's message types that carry work: messages to actors.
 bool is_request(uint8_t basp_operation) {
@@ -286,6 +338,11 @@ public:
   std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
 
   void graceful_shutdown() override {
+    // Output a TLS peer that has not completed its handshake would never
+    // take; waiting for it to drain would keep the socket forever.
+    if constexpr (!std::is_same_v<Stream, plain_stream>)
+      if (stream_.write_paused())
+        stream_.drop_output();
     stream_.graceful_shutdown();
     detach(&stream_.backend(), false);
   }
@@ -323,14 +380,10 @@ protected:
 
   void stream_close() override {
     stream_.passivate();
-    if constexpr (std::is_same_v<Stream, plain_stream>) {
+    if constexpr (std::is_same_v<Stream, plain_stream>)
       stream_.graceful_shutdown();
-    } else {
-      // CAF's TLS session reports a write as done with 0 bytes while its
-      // handshake waits for the peer, so the output of a peer that never
-      // answers would never drain, and a graceful shutdown never end.
-      stream_.backend().del(net::operation::write, stream_.fd(), &stream_);
-    }
+    else
+      stream_.drop_output();
   }
 
 private:
