@@ -218,6 +218,18 @@ uint64_t uint_arg(std::string_view what, const std::string& text,
   return *n;
 }
 
+/// The TLS files of --tls-cert, --tls-key and --tls-ca: none, or all three
+/// and loadable. Throws usage_error.
+net::tls_files tls_files_of(const command_line& cl) {
+  net::tls_files tls{cl.value("tls-cert").value_or(""),
+                     cl.value("tls-key").value_or(""),
+                     cl.value("tls-ca").value_or("")};
+  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty())
+    if (auto why = net::check_tls_files(tls))
+      throw usage_error{*why};
+  return tls;
+}
+
 /// Splits argv into global options, the command, its options and
 /// arguments. Throws usage_error.
 command_line parse_command_line(int argc, char** argv) {
@@ -332,13 +344,7 @@ command_line parse_command_line(int argc, char** argv) {
       throw usage_error{"--max-message-bytes must be above " +
                         std::to_string(net::client_framing_bytes)};
   }
-  out.global.tls.cert = out.value("tls-cert").value_or("");
-  out.global.tls.key = out.value("tls-key").value_or("");
-  out.global.tls.ca = out.value("tls-ca").value_or("");
-  auto& tls = out.global.tls;
-  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty())
-    if (auto why = net::check_tls_files(tls))
-      throw usage_error{*why};
+  out.global.tls = tls_files_of(out);
   out.global.json = out.flags.count("json") > 0;
   return out;
 }
