@@ -157,11 +157,11 @@ BOOST_AUTO_TEST_CASE(heartbeat_squatters_do_not_hold_the_slots) {
   temp_dir dir;
   node n{dir.str("data"),
          dir.str("dallyd.log"),
-         {"--max-connections", "32", "--max-pending-connections", "8",
+         {"--max-connections", "32", "--max-pending-connections", "16",
           "--handshake-timeout-ms", "2000"}};
   require_served(n, "before");
   // 40 squatters, more than the node's slots, each sending a heartbeat
-  // every second and coming back at once when closed.
+  // every 2 s and coming back at once when closed.
   std::atomic<bool> stop{false};
   std::atomic<int> reconnects{0};
   std::thread squatters{[&] {
@@ -176,7 +176,7 @@ BOOST_AUTO_TEST_CASE(heartbeat_squatters_do_not_hold_the_slots) {
         if (fd < 0 && (fd = connect_to(n.port())) >= 0)
           send_bytes(fd, basp_heartbeat());
       }
-      std::this_thread::sleep_for(std::chrono::seconds{1});
+      std::this_thread::sleep_for(std::chrono::seconds{2});
     }
     for (auto fd : socks)
       if (fd >= 0)
