@@ -42,6 +42,7 @@
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
+#include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/setup.hpp"
 
@@ -109,6 +110,9 @@ global options (anywhere on the line; --name value or --name=value):
                   the node's limit on one message (its --max-message-bytes,
                   default 67108864); a larger request fails with
                   request_too_large and is not sent
+  --tls-cert F, --tls-key F, --tls-ca F
+                  TLS (all three, PEM): this client's certificate and key,
+                  and the authority that signed the node's certificate
   -h, --help      this text
 
 exit codes:
@@ -132,6 +136,7 @@ struct global_options {
   bool json = false;
   int64_t timeout_ms = 10'000;
   uint64_t max_message_bytes = net::connect_options{}.max_message_bytes;
+  net::tls_files tls;
 };
 
 /// What one command accepts besides the global options.
@@ -213,10 +218,23 @@ uint64_t uint_arg(std::string_view what, const std::string& text,
   return *n;
 }
 
+/// The TLS files of --tls-cert, --tls-key and --tls-ca: none, or all three
+/// and loadable. Throws usage_error.
+net::tls_files tls_files_of(const command_line& cl) {
+  net::tls_files tls{cl.value("tls-cert").value_or(""),
+                     cl.value("tls-key").value_or(""),
+                     cl.value("tls-ca").value_or("")};
+  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty())
+    if (auto why = net::check_tls_files(tls))
+      throw usage_error{*why};
+  return tls;
+}
+
 /// Global options that take a value (the others are flags).
 const std::set<std::string_view>& global_valued() {
-  static const std::set<std::string_view> names{"host", "port", "timeout",
-                                                "max-message-bytes"};
+  static const std::set<std::string_view> names{
+    "host",     "port",    "timeout", "max-message-bytes",
+    "tls-cert", "tls-key", "tls-ca"};
   return names;
 }
 
@@ -335,6 +353,7 @@ void read_global_options(command_line& cl) {
       throw usage_error{"--max-message-bytes must be above " +
                         std::to_string(net::client_framing_bytes)};
   }
+  cl.global.tls = tls_files_of(cl);
   cl.global.json = cl.flags.count("json") > 0;
 }
 
@@ -1223,6 +1242,8 @@ int run(int argc, char** argv) {
   caf::actor_system_config cfg;
   runtime::configure(cfg, runtime::role::client);
   cfg.set("scheduler.max-threads", 2);
+  if (!cl.global.tls.cert.empty())
+    net::enable_tls(cfg, cl.global.tls);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;
   // remote_actor blocks for as long as the TCP connect and CAF's handshake
@@ -1233,6 +1254,7 @@ int run(int argc, char** argv) {
   auto result = connecting->get_future();
   net::connect_options copts;
   copts.max_message_bytes = g.max_message_bytes;
+  copts.tls = !g.tls.cert.empty();
   std::thread{[&sys, connecting, host = g.host, port = g.port, copts] {
     connecting->set_value(net::connect_engine(sys, host, port, copts));
   }}.detach();

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "logic/engine_config.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
+#include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/heap_purger.hpp"
 #include "runtime/retained_heap.hpp"
@@ -89,6 +92,14 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
+  size_t max_pending_connections = 128;
+  size_t handshake_timeout_ms = 5000;
+  size_t idle_timeout_ms = 0;
+  size_t max_partial_bytes = size_t{256} << 20;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  bool insecure = false;
 
   dallyd_config() {
     opt_group group{custom_options_, "?dally"};
@@ -204,11 +215,33 @@ private:
            "message claims more is dropped (default 67108864)")
       .add(max_connections, "max-connections",
            "most client connections open at once; at the cap a new one "
-           "replaces one silent for --idle-eviction-ms, or is closed "
-           "(default 1024)")
+           "replaces one without a request for --idle-eviction-ms, or is "
+           "closed (default 1024)")
       .add(idle_eviction_ms, "idle-eviction-ms",
-           "how long a connection must be silent before a new one may take "
-           "its place at --max-connections (default 10000)");
+           "how long a connection must have sent no request before a new "
+           "one may take its place at --max-connections (default 10000)")
+      .add(max_pending_connections, "max-pending-connections",
+           "most connections open that have not yet sent a request; a new "
+           "one beyond closes the oldest of them (default 128)")
+      .add(handshake_timeout_ms, "handshake-timeout-ms",
+           "a connection that has not completed its handshake and sent a "
+           "request within this is closed (default 5000)")
+      .add(idle_timeout_ms, "idle-timeout-ms",
+           "a connection that has sent no request for this long is closed; "
+           "heartbeats do not count; 0: never (default 0)")
+      .add(max_partial_bytes, "max-partial-bytes",
+           "most bytes all connections together may hold in messages they "
+           "have begun and not finished sending; a connection that would "
+           "take more is closed (default 268435456)")
+      .add(tls_cert, "tls-cert",
+           "PEM certificate (chain) of this node: TLS on the port, with "
+           "--tls-key and --tls-ca")
+      .add(tls_key, "tls-key", "PEM private key of --tls-cert")
+      .add(tls_ca, "tls-ca",
+           "PEM certificate authority that must have signed the clients' "
+           "certificates")
+      .add(insecure, "insecure",
+           "serve without TLS on an --address other hosts can reach");
   }
 };
 
@@ -439,6 +472,14 @@ std::optional<std::string> check_connection_options(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
+  if (cfg.max_pending_connections < 1 || cfg.max_pending_connections > 65536)
+    return "--max-pending-connections must be in [1, 65536]";
+  if (cfg.handshake_timeout_ms < 100 || cfg.handshake_timeout_ms > 3'600'000)
+    return "--handshake-timeout-ms must be in [100, 3600000]";
+  if (cfg.idle_timeout_ms > 86'400'000)
+    return "--idle-timeout-ms must be in [0, 86400000]";
+  if (cfg.max_partial_bytes < cfg.max_message_bytes)
+    return "--max-partial-bytes must be at least --max-message-bytes";
   return std::nullopt;
 }
 
@@ -514,6 +555,47 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
       [](caf::error&) {});
 }
 
+/// Whether `address` can only be reached from this host.
+bool is_loopback(const std::string& address) {
+  if (address == "localhost")
+    return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, address.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/// Turns on TLS for the port if its files are given, or refuses to serve
+/// other hosts without it; an error text for the user if not.
+std::optional<std::string> set_up_tls(dallyd_config& cfg) {
+  net::tls_files files{cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
+  if (files.cert.empty() && files.key.empty() && files.ca.empty()) {
+    if (is_loopback(cfg.address) || cfg.insecure)
+      return std::nullopt;
+    return "--address " + cfg.address +
+           " can be reached from other hosts, and without TLS anyone who "
+           "reaches the port controls every task: give --tls-cert, "
+           "--tls-key and --tls-ca, or --insecure to serve without TLS";
+  }
+  if (auto why = net::check_tls_files(files))
+    return *why;
+  net::enable_tls(cfg, files);
+  return std::nullopt;
+}
+
+net::connection_limits connection_limits_of(const dallyd_config& cfg) {
+  net::connection_limits out;
+  out.max_connections = static_cast<uint32_t>(cfg.max_connections);
+  out.max_pending = static_cast<uint32_t>(cfg.max_pending_connections);
+  out.handshake_timeout_ms = static_cast<int64_t>(cfg.handshake_timeout_ms);
+  out.idle_timeout_ms = static_cast<int64_t>(cfg.idle_timeout_ms);
+  out.idle_eviction_ms = static_cast<int64_t>(cfg.idle_eviction_ms);
+  out.max_partial_bytes = cfg.max_partial_bytes;
+  return out;
+}
+
 /// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
 /// actor done, every connection closed) when it returns.
 int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
@@ -539,16 +621,15 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
              ": its next message claims " + std::to_string(claimed_bytes) +
              " bytes, above --max-message-bytes");
   };
-  popts.max_connections = static_cast<uint32_t>(cfg.max_connections);
-  popts.idle_eviction = std::chrono::milliseconds{cfg.idle_eviction_ms};
-  popts.on_capped = [limiter = std::make_shared<log_limiter>()](
-                      const std::string& peer, bool evicted) {
-    auto line = evicted ? "closed the connection from " + peer +
-                            ", silent for --idle-eviction-ms, to make room "
-                            "at --max-connections"
-                        : "refused a connection from " + peer +
-                            ": --max-connections are open and none is idle";
-    limiter->log(line);
+  popts.limits = connection_limits_of(cfg);
+  popts.tls = !cfg.tls_cert.empty();
+  popts.on_closed = [limiter = std::make_shared<log_limiter>()](
+                      const std::string& peer,
+                      std::optional<net::close_reason> why) {
+    limiter->log(why ? "closed the connection from " + peer + ": " +
+                         net::to_string(*why)
+                     : "refused a connection from " + peer +
+                         ": --max-connections are open and none is idle");
   };
   auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
                                   std::move(popts));
@@ -561,7 +642,8 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   std::printf("dallyd listening on %s:%u\n", cfg.address.c_str(),
               static_cast<unsigned>(*port));
   std::fflush(stdout);
-  log_line("listening on " + cfg.address + ":" + std::to_string(*port));
+  log_line("listening on " + cfg.address + ":" + std::to_string(*port) +
+           (cfg.tls_cert.empty() ? ", without TLS" : ", TLS"));
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
     // retry
@@ -615,6 +697,10 @@ int run(int argc, char** argv) {
   logic::engine_config ecfg;
   if (auto msg = to_engine_config(cfg, ecfg)) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  if (auto msg = set_up_tls(cfg)) {
+    std::cerr << "dallyd: " << *msg << "\n";
     return exit_usage;
   }
   log_line("starting: " + summary(cfg));
