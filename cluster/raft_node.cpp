@@ -221,18 +221,25 @@ void raft_node::on_append_reply(node_id from, const append_reply& rep,
   if (role_ != role::leader || rep.term != store_.term() ||
       !next_.contains(from))
     return;
+  // Only a reply that moves the peer on sends more at once: duplicated or
+  // stale replies must not multiply the messages in flight.
   auto& next = next_[from];
   auto& match = match_[from];
   if (rep.success) {
-    match = std::max(match, rep.last_index);
+    if (rep.last_index <= match)
+      return;
+    match = rep.last_index;
     next = std::max(next, match + 1);
     advance_commit(fx);
     if (next <= store_.last_index())
       replicate_to(from, fx);
     return;
   }
-  auto back = std::min(next - 1, rep.last_index + 1);
-  next = std::max({match + 1, back, uint64_t{1}});
+  auto back =
+    std::max({match + 1, std::min(next - 1, rep.last_index + 1), uint64_t{1}});
+  if (back == next)
+    return;
+  next = back;
   replicate_to(from, fx);
 }
 
@@ -258,7 +265,9 @@ void raft_node::on_snapshot_reply(node_id from, const snapshot_reply& rep,
   if (role_ != role::leader || rep.term != store_.term() ||
       !next_.contains(from))
     return;
-  match_[from] = std::max(match_[from], rep.last_index);
+  if (rep.last_index <= match_[from])
+    return;
+  match_[from] = rep.last_index;
   next_[from] = std::max(next_[from], match_[from] + 1);
   advance_commit(fx);
   if (next_[from] <= store_.last_index())

@@ -258,8 +258,9 @@ void cluster_simulation::draw_params() {
   p_.drop_per_million = static_cast<uint32_t>(gen_.between(0, 200'000));
   p_.duplicate_per_million = static_cast<uint32_t>(gen_.between(0, 100'000));
   p_.max_delay_ms = gen_.between(1, 200);
-  p_.crash_ppm = static_cast<uint32_t>(gen_.between(0, 80'000));
-  p_.partition_ppm = static_cast<uint32_t>(gen_.between(0, 80'000));
+  p_.crash_ppm = static_cast<uint32_t>(gen_.between(0, 200'000));
+  p_.partition_ppm = static_cast<uint32_t>(gen_.between(0, 300'000));
+  p_.heal_ppm = static_cast<uint32_t>(gen_.between(20'000, 200'000));
   p_.pause_ppm = static_cast<uint32_t>(gen_.between(0, 30'000));
   p_.propose_ppm = static_cast<uint32_t>(gen_.between(100'000, 800'000));
   p_.fault_phase_ms = gen_.between(500, 2'000) * 10;
@@ -410,7 +411,7 @@ void cluster_simulation::chaos() {
   }
   if (chaos_.chance(p_.partition_ppm, 1'000'000))
     partition_some();
-  if (chaos_.chance(1, 20)) {
+  if (chaos_.chance(p_.heal_ppm, 1'000'000)) {
     net_.heal_all();
     log("heal");
   }

@@ -49,6 +49,8 @@ struct cluster_sim_params {
   /// Per 100 ms of the fault phase, per million.
   uint32_t crash_ppm = 0;
   uint32_t partition_ppm = 0;
+  /// Per 100 ms: the chance that every cut link heals.
+  uint32_t heal_ppm = 0;
   uint32_t pause_ppm = 0;
   /// Per 50 ms, per million: the chance that a client proposes a change.
   uint32_t propose_ppm = 0;

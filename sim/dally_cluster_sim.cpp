@@ -10,10 +10,10 @@
 //   dally-cluster-sim --seeds-file FILE [--twice]
 //     The seeds listed in FILE (one per line, `#` comments).
 //   dally-cluster-sim --plant BUG --expect-failure-within K
-//       [--expect-invariant NAME]
-//     Seeds 1..K with BUG planted; exits 0 at the first seed that fails
-//     (on NAME, if given), 1 if none does or one fails on another
-//     invariant.
+//       [--first-seed F] [--expect-invariant NAME]
+//     Seeds F..K (F is 1 unless given) with BUG planted; exits 0 at the
+//     first seed that fails (on NAME, if given), 1 if none does or one
+//     fails on another invariant.
 
 #include <chrono>
 #include <cstdint>
@@ -44,7 +44,7 @@ using namespace dally;
                "[--plant BUG]\n"
             << "       dally-cluster-sim --seeds-file FILE [--twice]\n"
             << "       dally-cluster-sim --plant BUG --expect-failure-within "
-               "K [--expect-invariant NAME]\n"
+               "K [--first-seed F] [--expect-invariant NAME]\n"
             << "BUG: " << bugs << "\n";
   std::exit(2);
 }
@@ -68,6 +68,7 @@ struct cli {
   uint64_t swarm = 0;
   std::optional<uint64_t> swarm_seed;
   uint64_t expect_within = 0;
+  uint64_t first_seed = 1;
   std::string expect_invariant;
   std::string seeds_file;
 };
@@ -99,6 +100,8 @@ cli parse(int argc, char** argv) {
       args.swarm_seed = parse_u64(a[i], value());
     } else if (a[i] == "--expect-failure-within") {
       args.expect_within = parse_u64(a[i], value());
+    } else if (a[i] == "--first-seed") {
+      args.first_seed = parse_u64(a[i], value());
     } else if (a[i] == "--expect-invariant") {
       args.expect_invariant = value();
     } else if (a[i] == "--seeds-file") {
@@ -130,7 +133,8 @@ void print_params(const sim::cluster_sim_result& res) {
             << " max_delay_ms=" << p.max_delay_ms
             << " crash_ppm=" << p.crash_ppm
             << " partition_ppm=" << p.partition_ppm
-            << " pause_ppm=" << p.pause_ppm << " propose_ppm=" << p.propose_ppm
+            << " heal_ppm=" << p.heal_ppm << " pause_ppm=" << p.pause_ppm
+            << " propose_ppm=" << p.propose_ppm
             << " fault_phase_ms=" << p.fault_phase_ms << '\n';
 }
 
@@ -213,7 +217,7 @@ std::vector<uint64_t> read_seeds(const std::string& path) {
 /// The planted bug's self-test: the first failing seed of 1..K must fail
 /// on the expected invariant.
 int expect_failure(const cli& args) {
-  for (uint64_t seed = 1; seed <= args.expect_within; ++seed) {
+  for (auto seed = args.first_seed; seed <= args.expect_within; ++seed) {
     auto opts = args.opts;
     opts.seed = seed;
     auto res = sim::run_cluster_simulation(opts);
@@ -229,8 +233,8 @@ int expect_failure(const cli& args) {
     }
     return 0;
   }
-  std::cout << "no seed of 1.." << args.expect_within << " found "
-            << sim::cluster_bug_name(args.opts.plant) << '\n';
+  std::cout << "no seed of " << args.first_seed << ".." << args.expect_within
+            << " found " << sim::cluster_bug_name(args.opts.plant) << '\n';
   return 1;
 }
 
