@@ -369,3 +369,32 @@ BOOST_AUTO_TEST_CASE(a_single_voter_commits_alone) {
   g.propose(1, add_node{2});
   BOOST_TEST(g.node(1).state().find(2) != nullptr);
 }
+
+BOOST_AUTO_TEST_CASE(duplicated_replies_send_nothing_more) {
+  // A lagging follower is fed one entry per reply; were every duplicate of
+  // a reply answered with another batch, duplicates would multiply the
+  // messages in flight without bound.
+  memory_log_store store{cluster_map::create(16, {1, 2, 3})};
+  store.save_term_vote(1, std::nullopt);
+  std::vector<log_entry> old{{1, 1, add_node{4}}, {1, 2, add_node{5}}};
+  store.replace_after(0, old);
+  raft_config cfg;
+  cfg.self = 1;
+  cfg.voters = {1, 2, 3};
+  cfg.max_batch = 1;
+  raft_node n{cfg, store, 0};
+  n.on_tick(2000);
+  n.on_message(2000, 2, vote_reply{2, true});
+  BOOST_REQUIRE(n.is_leader());
+  BOOST_REQUIRE_EQUAL(n.store().last_index(), 3u);
+  // Follower 2 is missing everything: the leader backs off once.
+  auto refused = n.on_message(2001, 2, append_reply{2, false, 0});
+  BOOST_TEST(refused.messages.size() == 1u);
+  auto refused_again = n.on_message(2002, 2, append_reply{2, false, 0});
+  BOOST_TEST(refused_again.messages.empty());
+  // Each step forward sends the next entry; its duplicate sends nothing.
+  auto first = n.on_message(2003, 2, append_reply{2, true, 1});
+  BOOST_TEST(first.messages.size() == 1u);
+  auto again = n.on_message(2004, 2, append_reply{2, true, 1});
+  BOOST_TEST(again.messages.empty());
+}
