@@ -86,6 +86,50 @@ caf::result<net::empty_reply> subscribe(registry_actor* self,
   return net::empty_reply{};
 }
 
+/// Removes `consumer` from `topic`, if it was there.
+void unsubscribe(registry_actor* self, const std::string& topic_name,
+                 const consumer_actor& consumer) {
+  auto& st = self->state;
+  auto t = st.topics.find(topic_name);
+  if (t == st.topics.end())
+    return;
+  auto& subs = t->second;
+  auto i = std::find_if(subs.begin(), subs.end(),
+                        [&](auto& s) { return s.handle == consumer; });
+  if (i == subs.end())
+    return;
+  subs.erase(i);
+  auto topic = t->first;
+  if (subs.empty())
+    st.topics.erase(t);
+  if (auto w = st.watched.find(consumer.address());
+      w != st.watched.end() && --w->second == 0) {
+    st.watched.erase(w);
+    self->demonitor(consumer.address());
+  }
+  publish(self, topic);
+}
+
+/// Drops a consumer that ended from every topic it consumed.
+void on_consumer_down(registry_actor* self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (st.watched.erase(msg.source) == 0)
+    return;
+  for (auto i = st.topics.begin(); i != st.topics.end();) {
+    auto& subs = i->second;
+    subs.erase(std::remove_if(subs.begin(), subs.end(),
+                              [&](const subscription& s) {
+                                return s.handle.address() == msg.source;
+                              }),
+               subs.end());
+    i = subs.empty() ? st.topics.erase(i) : std::next(i);
+  }
+  // The notifiers drop the consumer from every topic and requeue what it
+  // held; they need no separate topic update.
+  for (auto& n : st.notifiers)
+    self->send(n, consumer_down_msg{msg.source.id()});
+}
+
 caf::behavior registry_impl(registry_actor* self,
                             std::vector<caf::actor> notifiers,
                             uint32_t default_max_in_flight,
@@ -97,24 +141,8 @@ caf::behavior registry_impl(registry_actor* self,
   st.default_max_in_flight = default_max_in_flight;
   st.default_max_batch =
     std::clamp<uint32_t>(default_max_batch, 1, max_batch_limit);
-  self->set_down_handler([self](caf::down_msg& msg) {
-    auto& st = self->state;
-    if (st.watched.erase(msg.source) == 0)
-      return;
-    for (auto i = st.topics.begin(); i != st.topics.end();) {
-      auto& subs = i->second;
-      subs.erase(std::remove_if(subs.begin(), subs.end(),
-                                [&](const subscription& s) {
-                                  return s.handle.address() == msg.source;
-                                }),
-                 subs.end());
-      i = subs.empty() ? st.topics.erase(i) : std::next(i);
-    }
-    // The notifiers drop the consumer from every topic and requeue what it
-    // held; they need no separate topic update.
-    for (auto& n : st.notifiers)
-      self->send(n, consumer_down_msg{msg.source.id()});
-  });
+  self->set_down_handler(
+    [self](caf::down_msg& msg) { on_consumer_down(self, msg); });
   return {
     [self](net::subscribe_request& req,
            consumer_actor& consumer) -> caf::result<net::empty_reply> {
@@ -130,25 +158,7 @@ caf::behavior registry_impl(registry_actor* self,
     },
     [self](net::unsubscribe_request& req,
            consumer_actor& consumer) -> caf::result<net::empty_reply> {
-      auto& st = self->state;
-      auto t = st.topics.find(req.pb.topic());
-      if (t == st.topics.end())
-        return net::empty_reply{};
-      auto& subs = t->second;
-      auto i = std::find_if(subs.begin(), subs.end(),
-                            [&](auto& s) { return s.handle == consumer; });
-      if (i == subs.end())
-        return net::empty_reply{};
-      subs.erase(i);
-      auto topic = t->first;
-      if (subs.empty())
-        st.topics.erase(t);
-      if (auto w = st.watched.find(consumer.address());
-          w != st.watched.end() && --w->second == 0) {
-        st.watched.erase(w);
-        self->demonitor(consumer.address());
-      }
-      publish(self, topic);
+      unsubscribe(self, req.pb.topic(), consumer);
       return net::empty_reply{};
     },
     [self](topics_atom) {

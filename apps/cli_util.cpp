@@ -49,68 +49,76 @@ std::optional<int> digits(std::string_view text, size_t& pos, size_t n) {
   return value;
 }
 
+/// Consumes `c` at `pos` if it is there.
+bool expect(std::string_view text, size_t& pos, char c) {
+  if (pos < text.size() && text[pos] == c) {
+    ++pos;
+    return true;
+  }
+  return false;
+}
+
+/// Reads "ss[.fff]" (1 to 3 fraction digits) at `pos`, advancing it.
+bool read_seconds(std::string_view text, size_t& pos, int& sec, int& ms) {
+  auto ss = digits(text, pos, 2);
+  if (!ss)
+    return false;
+  sec = *ss;
+  if (!expect(text, pos, '.'))
+    return true;
+  int scale = 100;
+  size_t first = pos;
+  while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9' &&
+         pos - first < 3) {
+    ms += (text[pos] - '0') * scale;
+    scale /= 10;
+    ++pos;
+  }
+  return pos != first;
+}
+
+/// Reads the zone at `pos`, advancing it: Z (or z) or +hh:mm or -hh:mm.
+/// Returns its offset from UTC in minutes.
+std::optional<int> read_zone_offset_min(std::string_view text, size_t& pos) {
+  if (expect(text, pos, 'Z') || expect(text, pos, 'z'))
+    return 0;
+  if (pos >= text.size() || (text[pos] != '+' && text[pos] != '-'))
+    return std::nullopt;
+  int sign = text[pos++] == '-' ? -1 : 1;
+  auto oh = digits(text, pos, 2);
+  if (!oh || !expect(text, pos, ':'))
+    return std::nullopt;
+  auto om = digits(text, pos, 2);
+  if (!om || *oh > 23 || *om > 59)
+    return std::nullopt;
+  return sign * (*oh * 60 + *om);
+}
+
 /// Parses YYYY-MM-DD(T| )hh:mm[:ss[.fff]](Z|+hh:mm|-hh:mm) strictly.
 std::optional<int64_t> parse_iso8601(std::string_view text) {
   size_t pos = 0;
-  auto expect = [&](char c) {
-    if (pos < text.size() && text[pos] == c) {
-      ++pos;
-      return true;
-    }
-    return false;
-  };
+  auto next_is = [&](char c) { return expect(text, pos, c); };
   auto y = digits(text, pos, 4);
-  if (!y || !expect('-'))
+  if (!y || !next_is('-'))
     return std::nullopt;
   auto mo = digits(text, pos, 2);
-  if (!mo || !expect('-'))
+  if (!mo || !next_is('-'))
     return std::nullopt;
   auto d = digits(text, pos, 2);
-  if (!d || !(expect('T') || expect('t') || expect(' ')))
+  if (!d || !(next_is('T') || next_is('t') || next_is(' ')))
     return std::nullopt;
   auto h = digits(text, pos, 2);
-  if (!h || !expect(':'))
+  if (!h || !next_is(':'))
     return std::nullopt;
   auto mi = digits(text, pos, 2);
   if (!mi)
     return std::nullopt;
   int sec = 0;
   int ms = 0;
-  if (expect(':')) {
-    auto ss = digits(text, pos, 2);
-    if (!ss)
-      return std::nullopt;
-    sec = *ss;
-    if (expect('.')) {
-      // 1 to 3 fraction digits.
-      int scale = 100;
-      size_t first = pos;
-      while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9' &&
-             pos - first < 3) {
-        ms += (text[pos] - '0') * scale;
-        scale /= 10;
-        ++pos;
-      }
-      if (pos == first)
-        return std::nullopt;
-    }
-  }
-  int offset_min = 0;
-  if (expect('Z') || expect('z')) {
-    // UTC
-  } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
-    int sign = text[pos++] == '-' ? -1 : 1;
-    auto oh = digits(text, pos, 2);
-    if (!oh || !expect(':'))
-      return std::nullopt;
-    auto om = digits(text, pos, 2);
-    if (!om || *oh > 23 || *om > 59)
-      return std::nullopt;
-    offset_min = sign * (*oh * 60 + *om);
-  } else {
+  if (next_is(':') && !read_seconds(text, pos, sec, ms))
     return std::nullopt;
-  }
-  if (pos != text.size() || *h > 23 || *mi > 59 || sec > 59)
+  auto offset_min = read_zone_offset_min(text, pos);
+  if (!offset_min || pos != text.size() || *h > 23 || *mi > 59 || sec > 59)
     return std::nullopt;
   date::year_month_day ymd{date::year{*y},
                            date::month{static_cast<unsigned>(*mo)},
@@ -118,7 +126,7 @@ std::optional<int64_t> parse_iso8601(std::string_view text) {
   if (!ymd.ok())
     return std::nullopt;
   auto days = date::sys_days{ymd}.time_since_epoch().count();
-  return ((static_cast<int64_t>(days) * 24 + *h) * 60 + *mi - offset_min) *
+  return ((static_cast<int64_t>(days) * 24 + *h) * 60 + *mi - *offset_min) *
            60'000 +
          sec * 1000 + ms;
 }

@@ -42,6 +42,7 @@
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
+#include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/setup.hpp"
 
@@ -109,6 +110,9 @@ global options (anywhere on the line; --name value or --name=value):
                   the node's limit on one message (its --max-message-bytes,
                   default 67108864); a larger request fails with
                   request_too_large and is not sent
+  --tls-cert F, --tls-key F, --tls-ca F
+                  TLS (all three, PEM): this client's certificate and key,
+                  and the authority that signed the node's certificate
   -h, --help      this text
 
 exit codes:
@@ -132,6 +136,7 @@ struct global_options {
   bool json = false;
   int64_t timeout_ms = 10'000;
   uint64_t max_message_bytes = net::connect_options{}.max_message_bytes;
+  net::tls_files tls;
 };
 
 /// What one command accepts besides the global options.
@@ -213,120 +218,161 @@ uint64_t uint_arg(std::string_view what, const std::string& text,
   return *n;
 }
 
-/// Splits argv into global options, the command, its options and
-/// arguments. Throws usage_error.
-command_line parse_command_line(int argc, char** argv) {
-  static const std::set<std::string_view> global_valued{
-    "host", "port", "timeout", "max-message-bytes"};
-  std::vector<std::string> args{argv + 1, argv + argc};
-  command_line out;
-  // The command is the first word that is neither an option nor a global
-  // option's value.
-  size_t cmd_pos = args.size();
+/// The TLS files of --tls-cert, --tls-key and --tls-ca: none, or all three
+/// and loadable. Throws usage_error.
+net::tls_files tls_files_of(const command_line& cl) {
+  net::tls_files tls{cl.value("tls-cert").value_or(""),
+                     cl.value("tls-key").value_or(""),
+                     cl.value("tls-ca").value_or("")};
+  if (!tls.cert.empty() || !tls.key.empty() || !tls.ca.empty())
+    if (auto why = net::check_tls_files(tls))
+      throw usage_error{*why};
+  return tls;
+}
+
+/// Global options that take a value (the others are flags).
+const std::set<std::string_view>& global_valued() {
+  static const std::set<std::string_view> names{
+    "host",     "port",    "timeout", "max-message-bytes",
+    "tls-cert", "tls-key", "tls-ca"};
+  return names;
+}
+
+/// Where the command is: the first word that is neither an option nor a
+/// global option's value. nullopt when -h or --help comes first.
+std::optional<size_t> command_position(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& a = args[i];
-    if (a == "-h" || a == "--help") {
-      out.help = true;
-      return out;
-    }
+    if (a == "-h" || a == "--help")
+      return std::nullopt;
     if (a.rfind("--", 0) == 0) {
       if (a.find('=') == std::string::npos &&
-          global_valued.count(std::string_view{a}.substr(2)) > 0)
+          global_valued().count(std::string_view{a}.substr(2)) > 0)
         ++i;
       continue;
     }
-    cmd_pos = i;
-    break;
+    return i;
   }
-  if (cmd_pos == args.size())
-    throw usage_error{"no command given"};
-  if (args[cmd_pos] == "help") {
-    out.help = true;
-    return out;
-  }
+  throw usage_error{"no command given"};
+}
+
+const command_spec& spec_of(const std::string& command) {
   for (const auto& spec : command_specs())
-    if (spec.name == args[cmd_pos])
-      out.spec = &spec;
-  if (out.spec == nullptr)
-    throw usage_error{"unknown command '" + args[cmd_pos] + "'"};
-  const auto& spec = *out.spec;
+    if (spec.name == command)
+      return spec;
+  throw usage_error{"unknown command '" + command + "'"};
+}
+
+/// Reads the option at args[i] (--name, --name=value or --name value,
+/// which moves i past the value). Sets out.help for --help.
+void read_option(const std::vector<std::string>& args, size_t& i,
+                 const command_spec& spec, command_line& out) {
+  const auto& a = args[i];
+  auto eq = a.find('=');
+  auto name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  if (name == "help") {
+    out.help = true;
+    return;
+  }
+  bool valued = global_valued().count(name) > 0 || spec.valued.count(name) > 0;
+  bool flag = name == "json" || spec.flags.count(name) > 0;
+  if (!valued && !flag)
+    throw usage_error{"unknown option --" + name + " for " +
+                      std::string{spec.name}};
+  if (flag) {
+    if (eq != std::string::npos)
+      throw usage_error{"--" + name + " takes no value"};
+    out.flags.insert(name);
+    return;
+  }
+  std::string value;
+  if (eq != std::string::npos) {
+    value = a.substr(eq + 1);
+  } else {
+    if (i + 1 >= args.size())
+      throw usage_error{"--" + name + " needs a value"};
+    value = args[++i];
+  }
+  out.values[name] = value;
+}
+
+/// Sorts every word but the command into options and arguments (all words
+/// after "--" are arguments). Stops at the first help option.
+void read_words(const std::vector<std::string>& args, size_t cmd_pos,
+                const command_spec& spec, command_line& out) {
   bool only_args = false;
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 0; i < args.size() && !out.help; ++i) {
     if (i == cmd_pos)
       continue;
     const auto& a = args[i];
     if (a == "-h" && !only_args) {
       out.help = true;
-      return out;
-    }
-    if (only_args || a.rfind("--", 0) != 0 || a == "--") {
-      if (a == "--" && !only_args) {
-        only_args = true;
-        continue;
-      }
+    } else if (a == "--" && !only_args) {
+      only_args = true;
+    } else if (only_args || a.rfind("--", 0) != 0 || a == "--") {
       out.args.push_back(a);
-      continue;
-    }
-    auto eq = a.find('=');
-    auto name =
-      a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-    if (name == "help") {
-      out.help = true;
-      return out;
-    }
-    bool valued = global_valued.count(name) > 0 || spec.valued.count(name) > 0;
-    bool flag = name == "json" || spec.flags.count(name) > 0;
-    if (!valued && !flag)
-      throw usage_error{"unknown option --" + name + " for " +
-                        std::string{spec.name}};
-    if (flag) {
-      if (eq != std::string::npos)
-        throw usage_error{"--" + name + " takes no value"};
-      out.flags.insert(name);
-      continue;
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
     } else {
-      if (i + 1 >= args.size())
-        throw usage_error{"--" + name + " needs a value"};
-      value = args[++i];
+      read_option(args, i, spec, out);
     }
-    out.values[name] = value;
   }
-  if (out.args.size() < spec.min_args || out.args.size() > spec.max_args) {
-    throw usage_error{std::string{spec.name} + " takes " +
-                      (spec.min_args == spec.max_args
-                         ? std::to_string(spec.min_args)
-                         : std::to_string(spec.min_args) + " to " +
-                             std::to_string(spec.max_args)) +
-                      " argument(s), got " + std::to_string(out.args.size())};
-  }
-  if (auto host = out.value("host")) {
+}
+
+void check_arg_count(const command_spec& spec, const command_line& cl) {
+  if (cl.args.size() >= spec.min_args && cl.args.size() <= spec.max_args)
+    return;
+  throw usage_error{std::string{spec.name} + " takes " +
+                    (spec.min_args == spec.max_args
+                       ? std::to_string(spec.min_args)
+                       : std::to_string(spec.min_args) + " to " +
+                           std::to_string(spec.max_args)) +
+                    " argument(s), got " + std::to_string(cl.args.size())};
+}
+
+/// Checks the global options' values and moves them into cl.global.
+void read_global_options(command_line& cl) {
+  if (auto host = cl.value("host")) {
     if (host->empty())
       throw usage_error{"--host must not be empty"};
-    out.global.host = *host;
+    cl.global.host = *host;
   }
-  if (auto port = out.value("port")) {
+  if (auto port = cl.value("port")) {
     auto p = uint_arg("--port", *port, 65535);
     if (p == 0)
       throw usage_error{"--port must be in [1, 65535]"};
-    out.global.port = static_cast<uint16_t>(p);
+    cl.global.port = static_cast<uint16_t>(p);
   }
-  if (auto t = out.value("timeout")) {
-    out.global.timeout_ms = duration_arg("timeout", *t);
-    if (out.global.timeout_ms < 1)
+  if (auto t = cl.value("timeout")) {
+    cl.global.timeout_ms = duration_arg("timeout", *t);
+    if (cl.global.timeout_ms < 1)
       throw usage_error{"--timeout must be at least 1 ms"};
   }
-  if (auto m = out.value("max-message-bytes")) {
-    out.global.max_message_bytes =
+  if (auto m = cl.value("max-message-bytes")) {
+    cl.global.max_message_bytes =
       uint_arg("--max-message-bytes", *m, UINT32_MAX);
-    if (out.global.max_message_bytes <= net::client_framing_bytes)
+    if (cl.global.max_message_bytes <= net::client_framing_bytes)
       throw usage_error{"--max-message-bytes must be above " +
                         std::to_string(net::client_framing_bytes)};
   }
-  out.global.json = out.flags.count("json") > 0;
+  cl.global.tls = tls_files_of(cl);
+  cl.global.json = cl.flags.count("json") > 0;
+}
+
+/// Splits argv into global options, the command, its options and
+/// arguments. Throws usage_error.
+command_line parse_command_line(int argc, char** argv) {
+  std::vector<std::string> args{argv + 1, argv + argc};
+  command_line out;
+  auto cmd_pos = command_position(args);
+  if (!cmd_pos || args[*cmd_pos] == "help") {
+    out.help = true;
+    return out;
+  }
+  out.spec = &spec_of(args[*cmd_pos]);
+  read_words(args, *cmd_pos, *out.spec, out);
+  if (out.help)
+    return out;
+  check_arg_count(*out.spec, out);
+  read_global_options(out);
   return out;
 }
 
@@ -595,13 +641,9 @@ std::string read_stdin() {
   return out;
 }
 
-/// Builds the schedule request from the command line. Throws usage_error.
-v1::ScheduleRequest schedule_request_of(const command_line& cl) {
-  v1::ScheduleRequest req;
-  auto topic = cl.value("topic");
-  if (!topic)
-    throw usage_error{"schedule needs --topic T"};
-  req.set_topic(*topic);
+/// Which of the options that say when a task runs was given ("" for
+/// none). Throws usage_error if more than one was.
+std::string when_kind(const command_line& cl) {
   static const std::vector<std::string_view> kinds{
     "at", "in", "every", "every-after-done", "cron", "intervals"};
   std::string kind;
@@ -613,35 +655,45 @@ v1::ScheduleRequest schedule_request_of(const command_line& cl) {
                         " exclude each other"};
     kind = k;
   }
-  auto* when = req.mutable_when();
+  return kind;
+}
+
+/// "D1,D2,..." into the list of intervals.
+void read_intervals(const std::string& list,
+                    v1::RecurrenceSpec::Intervals& iv) {
+  size_t pos = 0;
+  for (;;) {
+    auto comma = list.find(',', pos);
+    iv.add_intervals_ms(
+      duration_arg("intervals", list.substr(pos, comma == std::string::npos
+                                                   ? std::string::npos
+                                                   : comma - pos)));
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+}
+
+/// Fills `when` from the option of `kind` and checks the options that only
+/// go with some kinds.
+void read_when(const command_line& cl, const std::string& kind,
+               v1::RecurrenceSpec& when) {
   if (kind == "at") {
-    when->set_at_ms(time_arg("at", *cl.value("at")));
+    when.set_at_ms(time_arg("at", *cl.value("at")));
   } else if (kind == "in") {
-    when->set_in_ms(duration_arg("in", *cl.value("in")));
+    when.set_in_ms(duration_arg("in", *cl.value("in")));
   } else if (kind == "every") {
-    when->set_every_ms(duration_arg("every", *cl.value("every")));
+    when.set_every_ms(duration_arg("every", *cl.value("every")));
   } else if (kind == "every-after-done") {
-    when->set_every_after_done_ms(
+    when.set_every_after_done_ms(
       duration_arg("every-after-done", *cl.value("every-after-done")));
   } else if (kind == "cron") {
-    when->mutable_cron()->set_expression(*cl.value("cron"));
+    when.mutable_cron()->set_expression(*cl.value("cron"));
     if (auto tz = cl.value("tz"))
-      when->mutable_cron()->set_zone(*tz);
+      when.mutable_cron()->set_zone(*tz);
   } else if (kind == "intervals") {
-    auto list = *cl.value("intervals");
-    auto* iv = when->mutable_intervals();
-    size_t pos = 0;
-    for (;;) {
-      auto comma = list.find(',', pos);
-      iv->add_intervals_ms(
-        duration_arg("intervals", list.substr(pos, comma == std::string::npos
-                                                     ? std::string::npos
-                                                     : comma - pos)));
-      if (comma == std::string::npos)
-        break;
-      pos = comma + 1;
-    }
-    iv->set_cyclic(cl.has("cyclic"));
+    read_intervals(*cl.value("intervals"), *when.mutable_intervals());
+    when.mutable_intervals()->set_cyclic(cl.has("cyclic"));
   }
   if (cl.has("tz") && kind != "cron")
     throw usage_error{"--tz goes with --cron"};
@@ -655,30 +707,46 @@ v1::ScheduleRequest schedule_request_of(const command_line& cl) {
                         " goes with --every, --every-after-done, --cron "
                         "or --intervals"};
   if (auto n = cl.value("count"))
-    when->set_max_count(uint_arg("--count", *n));
+    when.set_max_count(uint_arg("--count", *n));
   if (auto t = cl.value("start"))
-    when->set_start_ms(time_arg("start", *t));
+    when.set_start_ms(time_arg("start", *t));
   if (auto t = cl.value("end"))
-    when->set_end_ms(time_arg("end", *t));
-  if (cl.has("lease") || cl.has("max-attempts") || cl.has("backoff") ||
-      cl.has("backoff-max")) {
-    core::delivery_policy defaults;
-    auto* p = req.mutable_policy();
-    p->set_lease_ms(defaults.lease_ms);
-    p->set_max_attempts(defaults.max_attempts);
-    p->set_backoff_initial_ms(defaults.backoff_initial_ms);
-    p->set_backoff_multiplier_permille(defaults.backoff_multiplier_permille);
-    p->set_backoff_max_ms(defaults.backoff_max_ms);
-    if (auto v = cl.value("lease"))
-      p->set_lease_ms(duration_arg("lease", *v));
-    if (auto v = cl.value("max-attempts"))
-      p->set_max_attempts(
-        static_cast<uint32_t>(uint_arg("--max-attempts", *v, UINT32_MAX)));
-    if (auto v = cl.value("backoff"))
-      p->set_backoff_initial_ms(duration_arg("backoff", *v));
-    if (auto v = cl.value("backoff-max"))
-      p->set_backoff_max_ms(duration_arg("backoff-max", *v));
-  }
+    when.set_end_ms(time_arg("end", *t));
+}
+
+/// The delivery policy, if any policy option was given: Dally's defaults
+/// with the given options over them.
+void read_policy(const command_line& cl, v1::ScheduleRequest& req) {
+  if (!cl.has("lease") && !cl.has("max-attempts") && !cl.has("backoff") &&
+      !cl.has("backoff-max"))
+    return;
+  core::delivery_policy defaults;
+  auto* p = req.mutable_policy();
+  p->set_lease_ms(defaults.lease_ms);
+  p->set_max_attempts(defaults.max_attempts);
+  p->set_backoff_initial_ms(defaults.backoff_initial_ms);
+  p->set_backoff_multiplier_permille(defaults.backoff_multiplier_permille);
+  p->set_backoff_max_ms(defaults.backoff_max_ms);
+  if (auto v = cl.value("lease"))
+    p->set_lease_ms(duration_arg("lease", *v));
+  if (auto v = cl.value("max-attempts"))
+    p->set_max_attempts(
+      static_cast<uint32_t>(uint_arg("--max-attempts", *v, UINT32_MAX)));
+  if (auto v = cl.value("backoff"))
+    p->set_backoff_initial_ms(duration_arg("backoff", *v));
+  if (auto v = cl.value("backoff-max"))
+    p->set_backoff_max_ms(duration_arg("backoff-max", *v));
+}
+
+/// Builds the schedule request from the command line. Throws usage_error.
+v1::ScheduleRequest schedule_request_of(const command_line& cl) {
+  v1::ScheduleRequest req;
+  auto topic = cl.value("topic");
+  if (!topic)
+    throw usage_error{"schedule needs --topic T"};
+  req.set_topic(*topic);
+  read_when(cl, when_kind(cl), *req.mutable_when());
+  read_policy(cl, req);
   if (auto key = cl.value("key"))
     req.set_idempotency_key(*key);
   if (auto payload = cl.value("payload"))
@@ -999,10 +1067,10 @@ consumer_fun(local_consumer::stateful_pointer<consumer_state> self,
   };
 }
 
-int cmd_consume(client& c, const command_line& cl) {
+consume_options consume_options_of(const command_line& cl, bool json) {
   consume_options opts;
   opts.topic = cl.args.at(0);
-  opts.json = c.global().json;
+  opts.json = json;
   if (auto v = cl.value("max"))
     opts.max = uint_arg("--max", *v);
   if (auto v = cl.value("fail-every"))
@@ -1014,65 +1082,78 @@ int cmd_consume(client& c, const command_line& cl) {
     opts.retry_in_ms = duration_arg("retry-in", *v);
   if (auto v = cl.value("delay"))
     opts.delay_ms = duration_arg("delay", *v);
+  return opts;
+}
+
+/// Waits until the consumer is done, the node is gone, or SIGINT or
+/// SIGTERM arrives; then unsubscribes unless the node is gone. Returns the
+/// exit code.
+int consume_until_end(client& c, const std::string& topic,
+                      const consumer_actor& handle,
+                      const consume_signals& signals) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  timespec poll_interval{0, 20'000'000};
+  while (!signals.done && !signals.lost) {
+    auto sig = sigtimedwait(&stop_signals, nullptr, &poll_interval);
+    if (sig == SIGINT || sig == SIGTERM)
+      break;
+  }
+  if (signals.lost && !signals.done) {
+    std::cerr << "error: unavailable: the connection to the node was lost"
+              << std::endl;
+    return exit_failed;
+  }
+  v1::UnsubscribeRequest unsub;
+  unsub.set_topic(topic);
+  auto [unsubscribed, uerr] =
+    c.ask<net::empty_reply>(net::make_wire(std::move(unsub)), handle);
+  // The deliveries are settled either way; a failed unsubscribe only means
+  // the node notices the consumer's end when the connection closes.
+  if (!unsubscribed && !signals.lost)
+    std::cerr << "dallyctl: unsubscribe failed: " << net::describe(uerr)
+              << std::endl;
+  return exit_ok;
+}
+
+/// Shuts down in order: the consumer first, then one round trip to the
+/// node, so that its reaction to the consumer's end (BASP messages about
+/// the proxy) has arrived before the actor system stops the middleman. A
+/// shutdown racing such a message leaks a cycle of CAF 0.17's middleman
+/// objects (LeakSanitizer reports it).
+void stop_consumer(client& c, const local_consumer& me,
+                   const consume_signals& signals) {
+  {
+    caf::scoped_actor self{c.system()};
+    self->monitor(me);
+    caf::anon_send_exit(me, caf::exit_reason::user_shutdown);
+    self->receive([](const caf::down_msg&) {},
+                  caf::after(std::chrono::seconds{5}) >> [] {});
+  }
+  if (!signals.lost)
+    static_cast<void>(c.ask<net::stats_reply>(net::stats_request{}));
+}
+
+int cmd_consume(client& c, const command_line& cl) {
+  auto opts = consume_options_of(cl, c.global().json);
   // Shared: the node's proxy may report its end during shutdown, after
   // this function returned.
   auto signals = std::make_shared<consume_signals>();
-  auto& sys = c.system();
   // Told when the node goes away (connection lost): then the main thread
   // stops waiting.
   c.engine()->attach_functor([signals] { signals->lost = true; });
-  local_consumer me = sys.spawn(consumer_fun, opts, signals);
+  local_consumer me = c.system().spawn(consumer_fun, opts, signals);
   consumer_actor handle = me;
   v1::SubscribeRequest sub;
   sub.set_topic(opts.topic);
   sub.set_max_in_flight(opts.max_in_flight);
   auto [subscribed, err] =
     c.ask<net::empty_reply>(net::make_wire(std::move(sub)), handle);
-  int rc = exit_ok;
-  if (!subscribed) {
-    rc = report(err);
-  } else {
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    timespec poll_interval{0, 20'000'000};
-    while (!signals->done && !signals->lost) {
-      auto sig = sigtimedwait(&stop_signals, nullptr, &poll_interval);
-      if (sig == SIGINT || sig == SIGTERM)
-        break;
-    }
-    if (signals->lost && !signals->done) {
-      std::cerr << "error: unavailable: the connection to the node was lost"
-                << std::endl;
-      rc = exit_failed;
-    } else {
-      v1::UnsubscribeRequest unsub;
-      unsub.set_topic(opts.topic);
-      auto [unsubscribed, uerr] =
-        c.ask<net::empty_reply>(net::make_wire(std::move(unsub)), handle);
-      // The deliveries are settled either way; a failed unsubscribe only
-      // means the node notices the consumer's end when the connection
-      // closes.
-      if (!unsubscribed && !signals->lost)
-        std::cerr << "dallyctl: unsubscribe failed: " << net::describe(uerr)
-                  << std::endl;
-    }
-  }
-  // Shut down in order: the consumer first, then one round trip to the
-  // node, so that its reaction to the consumer's end (BASP messages about
-  // the proxy) has arrived before the actor system stops the middleman. A
-  // shutdown racing such a message leaks a cycle of CAF 0.17's middleman
-  // objects (LeakSanitizer found one in CI on 23 Nov).
-  {
-    caf::scoped_actor self{sys};
-    self->monitor(me);
-    caf::anon_send_exit(me, caf::exit_reason::user_shutdown);
-    self->receive([](const caf::down_msg&) {},
-                  caf::after(std::chrono::seconds{5}) >> [] {});
-  }
-  if (!signals->lost)
-    static_cast<void>(c.ask<net::stats_reply>(net::stats_request{}));
+  int rc = subscribed ? consume_until_end(c, opts.topic, handle, *signals)
+                      : report(err);
+  stop_consumer(c, me, *signals);
   return rc;
 }
 
@@ -1127,6 +1208,22 @@ void validate_offline(const command_line& cl) {
   }
 }
 
+/// SIGINT and SIGTERM are taken with sigtimedwait by `consume`
+/// (`block_stop_signals`); every thread CAF starts inherits the mask. A
+/// shell starts background jobs with SIGINT ignored, and an ignored signal
+/// never reaches sigwait: take both back.
+void set_up_signals(bool block_stop_signals) {
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  if (block_stop_signals)
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
 int run(int argc, char** argv) {
   command_line cl;
   try {
@@ -1141,22 +1238,12 @@ int run(int argc, char** argv) {
               << std::endl;
     return exit_usage;
   }
-  // SIGINT and SIGTERM are taken with sigtimedwait by `consume`; every
-  // thread CAF starts inherits the mask.
-  // A shell starts background jobs with SIGINT ignored, and an ignored
-  // signal never reaches sigwait: take both back.
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  if (cl.spec->name == "consume")
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  set_up_signals(cl.spec->name == "consume");
   caf::actor_system_config cfg;
   runtime::configure(cfg, runtime::role::client);
   cfg.set("scheduler.max-threads", 2);
+  if (!cl.global.tls.cert.empty())
+    net::enable_tls(cfg, cl.global.tls);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;
   // remote_actor blocks for as long as the TCP connect and CAF's handshake
@@ -1167,6 +1254,7 @@ int run(int argc, char** argv) {
   auto result = connecting->get_future();
   net::connect_options copts;
   copts.max_message_bytes = g.max_message_bytes;
+  copts.tls = !g.tls.cert.empty();
   std::thread{[&sys, connecting, host = g.host, port = g.port, copts] {
     connecting->set_value(net::connect_engine(sys, host, port, copts));
   }}.detach();

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@
 #include "logic/engine_config.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
+#include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/heap_purger.hpp"
 #include "runtime/retained_heap.hpp"
@@ -89,9 +92,33 @@ public:
   size_t max_message_bytes = size_t{64} << 20;
   size_t max_connections = 1024;
   size_t idle_eviction_ms = 10'000;
+  size_t max_pending_connections = 128;
+  size_t handshake_timeout_ms = 5000;
+  size_t idle_timeout_ms = 0;
+  size_t max_partial_bytes = size_t{256} << 20;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  bool insecure = false;
 
   dallyd_config() {
-    opt_group{custom_options_, "?dally"}
+    opt_group group{custom_options_, "?dally"};
+    add_node_options(group);
+    add_window_options(group);
+    add_task_options(group);
+    add_delivery_options(group);
+    add_memory_options(group);
+    add_connection_options(group);
+  }
+
+  const caf::config_option_set& options() const noexcept {
+    return custom_options_;
+  }
+
+private:
+  /// Options for where the node keeps its data, where it listens, durability.
+  void add_node_options(opt_group& group) {
+    group
       .add(data_dir, "data-dir",
            "where the shards keep their stores (default ./dally-data)")
       .add(address, "address",
@@ -104,7 +131,12 @@ public:
            "the fsync but still writes the WAL (default sync)")
       .add(sync_period_ms, "sync-period-ms",
            "with periodic durability: longest a write stays unsynced "
-           "(default 100)")
+           "(default 100)");
+  }
+
+  /// Options for what the shards keep in memory and when they fire.
+  void add_window_options(opt_group& group) {
+    group
       .add(window_ms, "window-ms",
            "tasks due within this many ms are kept in memory "
            "(default 300000)")
@@ -118,7 +150,12 @@ public:
            "(default 20000)")
       .add(fire_lead_ms, "fire-lead-ms",
            "tasks due within this many ms are committed as fired ahead of "
-           "time and delivered when due; 0: at the due time (default 32)")
+           "time and delivered when due; 0: at the due time (default 32)");
+  }
+
+  /// Options for the default delivery policy and the limits of one task.
+  void add_task_options(opt_group& group) {
+    group
       .add(lease_ms, "lease-ms",
            "default lease: a delivery not settled within it is redelivered "
            "(default 30000)")
@@ -132,7 +169,12 @@ public:
       .add(max_payload_bytes, "max-payload-bytes",
            "largest accepted payload (default 1048576)")
       .add(max_topic_bytes, "max-topic-bytes",
-           "longest accepted topic (default 256)")
+           "longest accepted topic (default 256)");
+  }
+
+  /// Options for the notifiers and their caps.
+  void add_delivery_options(opt_group& group) {
+    group
       .add(notifiers, "notifiers",
            "actors delivering fired tasks to consumers (default 2)")
       .add(max_in_flight_per_consumer, "max-in-flight-per-consumer",
@@ -147,7 +189,12 @@ public:
            "consumers' slots (default 10000)")
       .add(max_unanswered_per_topic, "max-unanswered-per-topic",
            "fired and unanswered deliveries per topic across shards; 0: no "
-           "cap (default 10000)")
+           "cap (default 10000)");
+  }
+
+  /// Options for RocksDB's memory and the record cache.
+  void add_memory_options(opt_group& group) {
+    group
       .add(write_buffer_mb, "write-buffer-mb",
            "RocksDB memtable size per shard in MiB (default 16)")
       .add(task_memtable, "task-memtable",
@@ -157,21 +204,44 @@ public:
            "RocksDB block cache per shard in MiB (default 32)")
       .add(record_cache_mb, "record-cache-mb",
            "records of in-flight and soon-due tasks kept in memory per "
-           "shard, in MiB; 0: none (default 32)")
+           "shard, in MiB; 0: none (default 32)");
+  }
+
+  /// Options for client connections.
+  void add_connection_options(opt_group& group) {
+    group
       .add(max_message_bytes, "max-message-bytes",
            "largest message a client may send; a connection whose next "
            "message claims more is dropped (default 67108864)")
       .add(max_connections, "max-connections",
            "most client connections open at once; at the cap a new one "
-           "replaces one silent for --idle-eviction-ms, or is closed "
-           "(default 1024)")
+           "replaces one without a request for --idle-eviction-ms, or is "
+           "closed (default 1024)")
       .add(idle_eviction_ms, "idle-eviction-ms",
-           "how long a connection must be silent before a new one may take "
-           "its place at --max-connections (default 10000)");
-  }
-
-  const caf::config_option_set& options() const noexcept {
-    return custom_options_;
+           "how long a connection must have sent no request before a new "
+           "one may take its place at --max-connections (default 10000)")
+      .add(max_pending_connections, "max-pending-connections",
+           "most connections open that have not yet sent a request; a new "
+           "one beyond closes the oldest of them (default 128)")
+      .add(handshake_timeout_ms, "handshake-timeout-ms",
+           "a connection that has not completed its handshake and sent a "
+           "request within this is closed (default 5000)")
+      .add(idle_timeout_ms, "idle-timeout-ms",
+           "a connection that has sent no request for this long is closed; "
+           "heartbeats do not count; 0: never (default 0)")
+      .add(max_partial_bytes, "max-partial-bytes",
+           "most bytes all connections together may hold in messages they "
+           "have begun and not finished sending; a connection that would "
+           "take more is closed (default 268435456)")
+      .add(tls_cert, "tls-cert",
+           "PEM certificate (chain) of this node: TLS on the port, with "
+           "--tls-key and --tls-ca")
+      .add(tls_key, "tls-key", "PEM private key of --tls-cert")
+      .add(tls_ca, "tls-ca",
+           "PEM certificate authority that must have signed the clients' "
+           "certificates")
+      .add(insecure, "insecure",
+           "serve without TLS on an --address other hosts can reach");
   }
 };
 
@@ -277,10 +347,9 @@ valued_option_names(const caf::config_option_set& opts) {
   return out;
 }
 
-/// Checks the values and turns them into an engine config; an error text
-/// on a bad value.
-std::optional<std::string> to_engine_config(const dallyd_config& cfg,
-                                            logic::engine_config& out) {
+/// The data dir, the shard count and durability.
+std::optional<std::string> check_node_options(const dallyd_config& cfg,
+                                              logic::engine_config& out) {
   if (cfg.data_dir.empty())
     return "--data-dir must not be empty";
   out.data_dir = cfg.data_dir;
@@ -299,6 +368,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.sync_period_ms < 1)
     return "--sync-period-ms must be at least 1";
   out.sync_period_ms = cfg.sync_period_ms;
+  return std::nullopt;
+}
+
+/// The window, pacing and the fire lead of every shard.
+std::optional<std::string> check_window_options(const dallyd_config& cfg,
+                                                logic::engine_config& out) {
   if (cfg.window_ms < 1)
     return "--window-ms must be at least 1";
   out.shard.window.window_ms = cfg.window_ms;
@@ -314,6 +389,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.fire_lead_ms < 0 || cfg.fire_lead_ms > 1000)
     return "--fire-lead-ms must be in [0, 1000]";
   out.shard.fire_lead_ms = cfg.fire_lead_ms;
+  return std::nullopt;
+}
+
+/// The default delivery policy and the limits of one task.
+std::optional<std::string> check_task_options(const dallyd_config& cfg,
+                                              logic::engine_config& out) {
   auto& policy = out.shard.default_policy;
   policy.lease_ms = cfg.lease_ms;
   if (cfg.max_attempts > UINT32_MAX)
@@ -327,6 +408,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.max_topic_bytes < 1)
     return "--max-topic-bytes must be at least 1";
   out.shard.limits.max_topic_bytes = cfg.max_topic_bytes;
+  return std::nullopt;
+}
+
+/// The notifiers and their caps.
+std::optional<std::string> check_delivery_options(const dallyd_config& cfg,
+                                                  logic::engine_config& out) {
   if (cfg.notifiers < 1 || cfg.notifiers > 1024)
     return "--notifiers must be in [1, 1024]";
   out.notifiers = static_cast<uint32_t>(cfg.notifiers);
@@ -348,6 +435,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-unanswered-per-topic must be in [0, 2^32)";
   out.max_unanswered_per_topic =
     static_cast<uint32_t>(cfg.max_unanswered_per_topic);
+  return std::nullopt;
+}
+
+/// RocksDB's memory and the record cache.
+std::optional<std::string> check_memory_options(const dallyd_config& cfg,
+                                                logic::engine_config& out) {
   if (cfg.write_buffer_mb < 1 || cfg.write_buffer_mb > 65536)
     return "--write-buffer-mb must be in [1, 65536]";
   out.write_buffer_bytes = cfg.write_buffer_mb << 20;
@@ -364,6 +457,12 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
   if (cfg.record_cache_mb > 1 << 20)
     return "--record-cache-mb must be in [0, 1048576]";
   out.shard.record_cache_bytes = cfg.record_cache_mb << 20;
+  return std::nullopt;
+}
+
+/// Client connections (checked here, applied by the server).
+std::optional<std::string> check_connection_options(const dallyd_config& cfg,
+                                                    logic::engine_config&) {
   // A schedule request with one largest payload must always fit.
   if (cfg.max_message_bytes < cfg.max_payload_bytes + 65536 ||
       cfg.max_message_bytes > UINT32_MAX)
@@ -373,6 +472,26 @@ std::optional<std::string> to_engine_config(const dallyd_config& cfg,
     return "--max-connections must be in [1, 65536]";
   if (cfg.idle_eviction_ms < 1 || cfg.idle_eviction_ms > 86'400'000)
     return "--idle-eviction-ms must be in [1, 86400000]";
+  if (cfg.max_pending_connections < 1 || cfg.max_pending_connections > 65536)
+    return "--max-pending-connections must be in [1, 65536]";
+  if (cfg.handshake_timeout_ms < 100 || cfg.handshake_timeout_ms > 3'600'000)
+    return "--handshake-timeout-ms must be in [100, 3600000]";
+  if (cfg.idle_timeout_ms > 86'400'000)
+    return "--idle-timeout-ms must be in [0, 86400000]";
+  if (cfg.max_partial_bytes < cfg.max_message_bytes)
+    return "--max-partial-bytes must be at least --max-message-bytes";
+  return std::nullopt;
+}
+
+/// Checks the values and turns them into an engine config; an error text
+/// on a bad value.
+std::optional<std::string> to_engine_config(const dallyd_config& cfg,
+                                            logic::engine_config& out) {
+  for (auto check :
+       {check_node_options, check_window_options, check_task_options,
+        check_delivery_options, check_memory_options, check_connection_options})
+    if (auto err = check(cfg, out))
+      return err;
   return std::nullopt;
 }
 
@@ -436,6 +555,47 @@ void log_final_stats(caf::actor_system& sys, const engine_actor& engine) {
       [](caf::error&) {});
 }
 
+/// Whether `address` can only be reached from this host.
+bool is_loopback(const std::string& address) {
+  if (address == "localhost")
+    return true;
+  in_addr v4{};
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1)
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, address.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+/// Turns on TLS for the port if its files are given, or refuses to serve
+/// other hosts without it; an error text for the user if not.
+std::optional<std::string> set_up_tls(dallyd_config& cfg) {
+  net::tls_files files{cfg.tls_cert, cfg.tls_key, cfg.tls_ca};
+  if (files.cert.empty() && files.key.empty() && files.ca.empty()) {
+    if (is_loopback(cfg.address) || cfg.insecure)
+      return std::nullopt;
+    return "--address " + cfg.address +
+           " can be reached from other hosts, and without TLS anyone who "
+           "reaches the port controls every task: give --tls-cert, "
+           "--tls-key and --tls-ca, or --insecure to serve without TLS";
+  }
+  if (auto why = net::check_tls_files(files))
+    return *why;
+  net::enable_tls(cfg, files);
+  return std::nullopt;
+}
+
+net::connection_limits connection_limits_of(const dallyd_config& cfg) {
+  net::connection_limits out;
+  out.max_connections = static_cast<uint32_t>(cfg.max_connections);
+  out.max_pending = static_cast<uint32_t>(cfg.max_pending_connections);
+  out.handshake_timeout_ms = static_cast<int64_t>(cfg.handshake_timeout_ms);
+  out.idle_timeout_ms = static_cast<int64_t>(cfg.idle_timeout_ms);
+  out.idle_eviction_ms = static_cast<int64_t>(cfg.idle_eviction_ms);
+  out.max_partial_bytes = cfg.max_partial_bytes;
+  return out;
+}
+
 /// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
 /// actor done, every connection closed) when it returns.
 int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
@@ -461,16 +621,15 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
              ": its next message claims " + std::to_string(claimed_bytes) +
              " bytes, above --max-message-bytes");
   };
-  popts.max_connections = static_cast<uint32_t>(cfg.max_connections);
-  popts.idle_eviction = std::chrono::milliseconds{cfg.idle_eviction_ms};
-  popts.on_capped = [limiter = std::make_shared<log_limiter>()](
-                      const std::string& peer, bool evicted) {
-    auto line = evicted ? "closed the connection from " + peer +
-                            ", silent for --idle-eviction-ms, to make room "
-                            "at --max-connections"
-                        : "refused a connection from " + peer +
-                            ": --max-connections are open and none is idle";
-    limiter->log(line);
+  popts.limits = connection_limits_of(cfg);
+  popts.tls = !cfg.tls_cert.empty();
+  popts.on_closed = [limiter = std::make_shared<log_limiter>()](
+                      const std::string& peer,
+                      std::optional<net::close_reason> why) {
+    limiter->log(why ? "closed the connection from " + peer + ": " +
+                         net::to_string(*why)
+                     : "refused a connection from " + peer +
+                         ": --max-connections are open and none is idle");
   };
   auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
                                   std::move(popts));
@@ -483,7 +642,8 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   std::printf("dallyd listening on %s:%u\n", cfg.address.c_str(),
               static_cast<unsigned>(*port));
   std::fflush(stdout);
-  log_line("listening on " + cfg.address + ":" + std::to_string(*port));
+  log_line("listening on " + cfg.address + ":" + std::to_string(*port) +
+           (cfg.tls_cert.empty() ? ", without TLS" : ", TLS"));
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
     // retry
@@ -538,6 +698,10 @@ int run(int argc, char** argv) {
   ecfg.log = log_line;
   if (auto msg = to_engine_config(cfg, ecfg)) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
+  if (auto msg = set_up_tls(cfg)) {
+    std::cerr << "dallyd: " << *msg << "\n";
     return exit_usage;
   }
   log_line("starting: " + summary(cfg));

@@ -12,6 +12,8 @@ find_package(benchmark CONFIG QUIET)        # benchmark::benchmark
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
 find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
 find_library(CAF_IO_LIBRARY caf_io REQUIRED)
+find_library(CAF_OPENSSL_LIBRARY caf_openssl REQUIRED)
+find_package(OpenSSL REQUIRED)              # OpenSSL::SSL, for CAF::openssl
 if(NOT TARGET CAF::core)
   add_library(CAF::core UNKNOWN IMPORTED)
   set_target_properties(CAF::core PROPERTIES
@@ -22,6 +24,10 @@ if(NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
+  add_library(CAF::openssl UNKNOWN IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES "CAF::io;OpenSSL::SSL")
 endif()
 
 # RocksDB, linked statically everywhere: the shared library pays a

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <exception>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <date/date.h>
@@ -233,6 +235,33 @@ int64_t day_number(const date::year_month_day& ymd) {
 constexpr int max_days_in_month[] = {0,  31, 29, 31, 30, 31, 30,
                                      31, 31, 30, 31, 30, 31};
 
+/// An error if the first day of month in `days` occurs in none of the
+/// `months` (bit m for month m); the day field is field 4 with seconds,
+/// else 3.
+std::optional<error> day_never_occurs(uint32_t days, uint32_t months,
+                                      bool has_seconds) {
+  auto first_day = std::countr_zero(days);
+  bool possible = false;
+  std::string month_list;
+  for (int m = 1; m <= 12; ++m) {
+    if ((months >> m & 1) == 0)
+      continue;
+    possible = possible || first_day <= max_days_in_month[m];
+    if (!month_list.empty())
+      month_list += ",";
+    month_list += month_names[m - 1];
+  }
+  if (possible)
+    return std::nullopt;
+  auto day_pos = has_seconds ? 4 : 3;
+  return error{errc::malformed_cron,
+               "cron field " + std::to_string(day_pos) +
+                 " (day of month): day " + std::to_string(first_day) +
+                 (days == (uint32_t{1} << first_day) ? "" : " or later") +
+                 " never occurs in month " + month_list +
+                 ", so the expression never fires"};
+}
+
 } // namespace
 
 result<cron_expression> cron_expression::parse(std::string_view text,
@@ -271,29 +300,10 @@ result<cron_expression> cron_expression::parse(std::string_view text,
   expr.weekdays_restricted_ = expr.weekdays_ != full_mask(0, 6);
   // With day of week unrestricted, only the day of month selects days: it
   // must fit at least one of the months, else the expression never fires.
-  if (expr.days_restricted_ && !expr.weekdays_restricted_) {
-    auto first_day = std::countr_zero(expr.days_);
-    bool possible = false;
-    std::string months;
-    for (int m = 1; m <= 12; ++m) {
-      if ((expr.months_ >> m & 1) == 0)
-        continue;
-      possible = possible || first_day <= max_days_in_month[m];
-      if (!months.empty())
-        months += ",";
-      months += month_names[m - 1];
-    }
-    if (!possible) {
-      auto day_pos = expr.has_seconds_ ? 4 : 3;
-      return error{
-        errc::malformed_cron,
-        "cron field " + std::to_string(day_pos) + " (day of month): day " +
-          std::to_string(first_day) +
-          (expr.days_ == (uint32_t{1} << first_day) ? "" : " or later") +
-          " never occurs in month " + months +
-          ", so the expression never fires"};
-    }
-  }
+  if (expr.days_restricted_ && !expr.weekdays_restricted_)
+    if (auto err =
+          day_never_occurs(expr.days_, expr.months_, expr.has_seconds_))
+      return *err;
   expr.zone_name_ = std::string{zone_name};
   if (zone_name.empty())
     return error{errc::unknown_time_zone, "time zone name is empty"};

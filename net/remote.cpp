@@ -1,21 +1,28 @@
 #include "net/remote.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <list>
 #include <memory>
 #include <mutex>
+#include <type_traits>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <caf/defaults.hpp>
 #include <caf/function_view.hpp>
+#include <caf/io/basp/message_type.hpp>
 #include <caf/io/basp_broker.hpp>
+#include <caf/io/broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor_impl.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
-#include <caf/io/network/scribe_impl.hpp>
+#include <caf/io/network/stream_impl.hpp>
+#include <caf/openssl/remote_actor.hpp>
+#include <caf/openssl/session.hpp>
+#include <caf/policy/tcp.hpp>
+#include <caf/send.hpp>
 #include <caf/timespan.hpp>
 
 #include "net/client_guard.hpp"
@@ -32,101 +39,396 @@ namespace {
 namespace io = caf::io;
 namespace net = caf::io::network;
 
-class capped_scribe;
+class guarded_scribe;
 
-/// What a listening socket and its connections share: the limits, and the
-/// connections open, oldest first. The doorman and its scribes run on the
-/// multiplexer's thread; the mutex only guards against a scribe released
+/// What a listening socket and its connections share: the limits, the
+/// guard that decides about the connections, and the connections open by
+/// the guard's ids. The doorman, the scribes and the sweeps run on the
+/// multiplexer's thread; the mutex guards against a scribe released
 /// elsewhere.
 struct listener_state {
-  explicit listener_state(publish_options x) : opts(std::move(x)) {
+  explicit listener_state(publish_options x)
+    : opts(std::move(x)), guard(opts.limits) {
     // nop
   }
   const publish_options opts;
   std::mutex mtx;
-  std::list<capped_scribe*> open;
+  connection_guard guard;
+  std::unordered_map<uint64_t, guarded_scribe*> open;
+  uint64_t next_id = 0;
 };
 
 using shared_state = std::shared_ptr<listener_state>;
 
-int64_t steady_now_ns() {
-  return std::chrono::steady_clock::now().time_since_epoch().count();
+int64_t steady_now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch())
+    .count();
 }
 
-/// An accepted connection that refuses to read a message longer than the
-/// cap, and remembers when it last received anything. The BASP broker asks
-/// for a message's payload with configure_read from inside its handler,
-/// which runs within consume(); the connection is dropped right after that
-/// handler returns.
-class capped_scribe final : public net::scribe_impl {
+/// The largest read a connection asks of its socket at once; a longer
+/// message is collected in these steps, its buffer growing as bytes come.
+constexpr size_t read_step_bytes = 64 * 1024;
+
+using plain_stream = net::stream_impl<caf::policy::tcp>;
+
+/// Reads and writes through a TLS session, as CAF's OpenSSL module does,
+/// and notes a write that waited for the peer's side of the handshake.
+class tls_policy {
 public:
-  capped_scribe(net::default_multiplexer& mx, net::native_socket fd,
-                shared_state st)
-    : net::scribe_impl(mx, fd), st_(std::move(st)) {
-    std::lock_guard<std::mutex> guard{st_->mtx};
-    pos_ = st_->open.insert(st_->open.end(), this);
+  explicit tls_policy(caf::openssl::session_ptr session)
+    : session_(std::move(session)) {
+    // nop
   }
 
-  ~capped_scribe() override {
-    std::lock_guard<std::mutex> guard{st_->mtx};
-    st_->open.erase(pos_);
+  net::rw_state read_some(size_t& result, net::native_socket fd, void* buf,
+                          size_t len) {
+    return session_->read_some(result, fd, buf, len);
   }
 
-  void configure_read(io::receive_policy::config cfg) override {
+  net::rw_state write_some(size_t& result, net::native_socket fd,
+                           const void* buf, size_t len) {
+    auto state = session_->write_some(result, fd, buf, len);
+    stalled = state == net::rw_state::success && result == 0 && len > 0;
+    return state;
+  }
+
+  bool must_read_more(net::native_socket fd, size_t threshold) {
+    return session_->must_read_more(fd, threshold);
+  }
+
+  /// The last write wrote nothing: the handshake waits for the peer.
+  bool stalled = false;
+
+private:
+  caf::openssl::session_ptr session_;
+};
+
+/// A TLS stream that stops asking for write events while its handshake
+/// waits for the peer. CAF's own reports such a write as done with 0
+/// bytes, and the socket is writable, so the multiplexer's thread would
+/// spin until the peer answers, forever for a peer that never does.
+class tls_stream final : public net::stream {
+public:
+  tls_stream(net::default_multiplexer& mx, net::native_socket fd,
+             caf::openssl::session_ptr session)
+    : net::stream(mx, fd), policy_(std::move(session)) {
+    // nop
+  }
+
+  void handle_event(net::operation op) override {
+    handle_event_impl(op, policy_);
+    if (op == net::operation::write && policy_.stalled && !write_paused_) {
+      write_paused_ = true;
+      backend().del(net::operation::write, fd(), this);
+    } else if (op == net::operation::read && write_paused_) {
+      write_paused_ = false;
+      backend().add(net::operation::write, fd(), this);
+    }
+  }
+
+  void removed_from_loop(net::operation op) override {
+    // A pause keeps the writer for when the peer answers.
+    if (op == net::operation::write && write_paused_)
+      return;
+    net::stream::removed_from_loop(op);
+  }
+
+  /// Whether writing waits for the peer's side of the handshake.
+  bool write_paused() const { return write_paused_; }
+
+  /// Gives up the output not yet written, and stops writing.
+  void drop_output() {
+    if (write_paused_) {
+      write_paused_ = false;
+      net::stream::removed_from_loop(net::operation::write);
+    } else {
+      backend().del(net::operation::write, fd(), this);
+    }
+  }
+
+private:
+  tls_policy policy_;
+  bool write_paused_ = false;
+};
+
+/// BASP's message types that carry work: messages to actors.
+bool is_request(uint8_t basp_operation) {
+  return basp_operation ==
+           static_cast<uint8_t>(io::basp::message_type::direct_message) ||
+         basp_operation ==
+           static_cast<uint8_t>(io::basp::message_type::routed_message);
+}
+
+/// An accepted connection that never sizes a buffer to what a header
+/// claims: it refuses a message longer than the cap, collects a long one
+/// as its bytes arrive (charged to the listener's budget of partial
+/// messages), and tells the guard of the handshake and each request.
+/// The BASP broker asks for a message's payload with configure_read from
+/// inside its handler, which runs within consume(). Its socket stream,
+/// plain or TLS, is a subclass's (guarded_scribe_on).
+class guarded_scribe : public io::scribe {
+public:
+  guarded_scribe(net::native_socket fd, shared_state st, uint64_t id)
+    : io::scribe(net::conn_hdl_from_socket(fd)), st_(std::move(st)), id_(id) {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->open.emplace(id_, this);
+  }
+
+  ~guarded_scribe() override {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->open.erase(id_);
+    st_->guard.on_close(id_);
+  }
+
+  void configure_read(io::receive_policy::config cfg) final {
     if (cfg.second > st_->opts.max_message_bytes) {
       claimed_bytes_ = cfg.second;
-      // The stream sizes its buffer to this before the drop takes effect.
-      net::scribe_impl::configure_read(io::receive_policy::at_most(1));
+      stream_configure_read(io::receive_policy::at_most(1));
       return;
     }
-    net::scribe_impl::configure_read(cfg);
+    if (in_header_)
+      payload_follows_ = true;
+    want_ = 0;
+    if (cfg.first == io::receive_policy_flag::exactly &&
+        cfg.second > read_step_bytes) {
+      want_ = cfg.second;
+      cfg = io::receive_policy::at_most(read_step_bytes);
+    }
+    stream_configure_read(cfg);
+  }
+
+  std::vector<char>& rd_buf() final {
+    return delivering_ ? collected_ : stream_rd_buf();
   }
 
   bool consume(caf::execution_unit* ctx, const void* buf,
-               size_t num_bytes) override {
-    if (claimed_bytes_ > 0)
+               size_t num_bytes) final {
+    if (closed_)
       return false;
-    last_read_ns_ = steady_now_ns();
-    auto ok = net::scribe_impl::consume(ctx, buf, num_bytes);
-    if (claimed_bytes_ == 0)
-      return ok;
-    if (st_->opts.on_refused)
-      st_->opts.on_refused(peer(), claimed_bytes_);
-    // As if the read failed: the broker forgets the connection, the stream
-    // stops reading and the socket closes with the last reference.
-    io_failure(ctx, net::operation::read);
-    return false;
+    if (want_ > 0)
+      return collect(ctx, static_cast<const char*>(buf), num_bytes);
+    auto was_payload = payload_next_;
+    if (!was_payload && num_bytes > 0)
+      operation_ = static_cast<const uint8_t*>(buf)[0];
+    in_header_ = !was_payload;
+    payload_follows_ = false;
+    auto ok = io::scribe::consume(ctx, buf, num_bytes);
+    in_header_ = false;
+    if (claimed_bytes_ > 0) {
+      if (st_->opts.on_refused)
+        st_->opts.on_refused(peer(), claimed_bytes_);
+      drop(ctx);
+      return false;
+    }
+    if (ok)
+      message_read(was_payload);
+    return ok;
   }
 
-  /// Nanoseconds of the steady clock when it last received bytes, or was
-  /// accepted.
-  int64_t last_read_ns() const { return last_read_ns_; }
-
-  /// Closes the connection to make room for another: the broker forgets
-  /// it, as after a failed read, and the peer sees the socket close.
-  void evict(caf::execution_unit* ctx) {
-    evicted_ = true;
-    io_failure(ctx, net::operation::read);
-    stream_.passivate();
-    stream_.graceful_shutdown();
+  /// Closes the connection from outside consume(): the broker forgets it,
+  /// as after a failed read, and the peer sees the socket close.
+  void close_now(caf::execution_unit* ctx) {
+    drop(ctx);
+    stream_close();
   }
 
   std::string peer() const { return addr() + ":" + std::to_string(port()); }
 
-  /// Evicted, though the multiplexer may still hold it until its next turn.
-  bool evicted() const { return evicted_; }
+protected:
+  virtual void stream_configure_read(io::receive_policy::config cfg) = 0;
+  virtual std::vector<char>& stream_rd_buf() = 0;
+  /// Stops reading and shuts the socket down.
+  virtual void stream_close() = 0;
 
 private:
+  /// As if the read failed: the broker forgets the connection and, once
+  /// consume() returns false, the stream stops reading and the socket
+  /// closes with the last reference.
+  void drop(caf::execution_unit* ctx) {
+    closed_ = true;
+    drop_collected();
+    io_failure(ctx, net::operation::read);
+  }
+
+  /// Adds `num_bytes` to the long message being collected; hands it to the
+  /// broker once complete.
+  bool collect(caf::execution_unit* ctx, const char* buf, size_t num_bytes) {
+    auto need = collected_.size() + num_bytes;
+    if (need > collected_.capacity()) {
+      auto cap = std::min(want_, std::max(need, 2 * collected_.capacity()));
+      bool ok = false;
+      {
+        std::lock_guard<std::mutex> guard{st_->mtx};
+        ok = st_->guard.grow_partial(id_, cap - collected_.capacity());
+      }
+      if (!ok) {
+        if (st_->opts.on_closed)
+          st_->opts.on_closed(peer(), close_reason::partial_budget);
+        drop(ctx);
+        return false;
+      }
+      collected_.reserve(cap);
+    }
+    collected_.insert(collected_.end(), buf, buf + num_bytes);
+    if (collected_.size() < want_) {
+      stream_configure_read(io::receive_policy::at_most(
+        std::min(read_step_bytes, want_ - collected_.size())));
+      return true;
+    }
+    want_ = 0;
+    delivering_ = true;
+    auto ok = io::scribe::consume(ctx, collected_.data(), collected_.size());
+    delivering_ = false;
+    drop_collected();
+    if (ok && !closed_)
+      message_read(true);
+    return ok && !closed_;
+  }
+
+  void drop_collected() {
+    std::vector<char>{}.swap(collected_);
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    st_->guard.release_partial(id_);
+  }
+
+  /// A header (`was_payload` false) or a payload was read and handled.
+  void message_read(bool was_payload) {
+    payload_next_ = !was_payload && payload_follows_;
+    if (payload_next_)
+      return;
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    if (operation_ ==
+        static_cast<uint8_t>(io::basp::message_type::client_handshake))
+      st_->guard.on_handshake(id_);
+    else if (is_request(operation_))
+      st_->guard.on_request(id_, steady_now_ms());
+  }
+
   shared_state st_;
-  std::list<capped_scribe*>::iterator pos_;
-  std::atomic<int64_t> last_read_ns_{steady_now_ns()};
-  std::atomic<bool> evicted_{false};
+  uint64_t id_;
   uint64_t claimed_bytes_ = 0;
+  /// Length of the long message being collected, 0 if none.
+  size_t want_ = 0;
+  std::vector<char> collected_;
+  bool delivering_ = false;
+  bool closed_ = false;
+  /// BASP operation of the last header read.
+  uint8_t operation_ = 0;
+  bool in_header_ = false;
+  bool payload_follows_ = false;
+  bool payload_next_ = false;
 };
 
-/// The listening socket; it hands each accepted socket to a capped_scribe
-/// where CAF's doorman would make a plain one, and keeps the number of
-/// connections at most at the cap.
+/// A guarded_scribe on a socket stream of type `Stream`: a plain TCP
+/// stream or one of CAF's OpenSSL sessions, as CAF's own scribes have.
+template<class Stream>
+class guarded_scribe_on final : public guarded_scribe {
+public:
+  template<class... Ts>
+  guarded_scribe_on(net::default_multiplexer& mx, net::native_socket fd,
+                    shared_state st, uint64_t id, Ts&&... xs)
+    : guarded_scribe(fd, std::move(st), id),
+      stream_(mx, fd, std::forward<Ts>(xs)...) {
+    // nop
+  }
+
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+
+  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+
+  void graceful_shutdown() override {
+    // Output a TLS peer that has not completed its handshake would never
+    // take; waiting for it to drain would keep the socket forever.
+    if constexpr (!std::is_same_v<Stream, plain_stream>)
+      if (stream_.write_paused())
+        stream_.drop_output();
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+
+  void flush() override { stream_.flush(this); }
+
+  std::string addr() const override {
+    auto x = net::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string{};
+  }
+
+  uint16_t port() const override {
+    auto x = net::remote_port_of_fd(stream_.fd());
+    return x ? *x : uint16_t{0};
+  }
+
+  void add_to_loop() override { stream_.activate(this); }
+
+  void remove_from_loop() override { stream_.passivate(); }
+
+protected:
+  void stream_configure_read(io::receive_policy::config cfg) override {
+    stream_.configure_read(cfg);
+    if (launched_)
+      return;
+    launched_ = true;
+    stream_.start(this);
+    // A TLS session may still have to complete SSL_accept, which runs on
+    // the first write event (as in CAF's own OpenSSL scribe).
+    if constexpr (!std::is_same_v<Stream, plain_stream>)
+      stream_.force_empty_write(this);
+  }
+
+  std::vector<char>& stream_rd_buf() override { return stream_.rd_buf(); }
+
+  void stream_close() override {
+    stream_.passivate();
+    if constexpr (std::is_same_v<Stream, plain_stream>)
+      stream_.graceful_shutdown();
+    else
+      stream_.drop_output();
+  }
+
+private:
+  bool launched_ = false;
+  Stream stream_;
+};
+
+/// The open connection `id`, if it is not being destroyed. Call with the
+/// state's mutex held.
+caf::intrusive_ptr<guarded_scribe> find_open(listener_state& st, uint64_t id) {
+  auto it = st.open.find(id);
+  if (it == st.open.end() || it->second->get_reference_count() == 0)
+    return nullptr;
+  return caf::intrusive_ptr<guarded_scribe>{it->second};
+}
+
+/// Closes the connections the guard gave up.
+void close_all(listener_state& st, const std::vector<closing>& which,
+               caf::execution_unit* ctx) {
+  std::vector<std::pair<caf::intrusive_ptr<guarded_scribe>, close_reason>> xs;
+  {
+    std::lock_guard<std::mutex> guard{st.mtx};
+    for (auto& c : which)
+      if (auto ptr = find_open(st, c.conn))
+        xs.emplace_back(std::move(ptr), c.why);
+  }
+  for (auto& [ptr, why] : xs) {
+    if (st.opts.on_closed)
+      st.opts.on_closed(ptr->peer(), why);
+    ptr->close_now(ctx);
+  }
+}
+
+/// Closes the connections past a deadline of `st`.
+void sweep(listener_state& st, caf::execution_unit* ctx) {
+  std::vector<closing> expired;
+  {
+    std::lock_guard<std::mutex> guard{st.mtx};
+    expired = st.guard.expired(steady_now_ms());
+  }
+  close_all(st, expired, ctx);
+}
+
+/// The listening socket; it hands each accepted socket to a guarded_scribe
+/// where CAF's doorman would make a plain one, if the guard admits it.
 class capped_doorman final : public net::doorman_impl {
 public:
   capped_doorman(net::default_multiplexer& mx, net::native_socket fd,
@@ -140,49 +442,48 @@ public:
       return false;
     auto& mx = acceptor_.backend();
     auto fd = acceptor_.accepted_socket();
-    if (!make_room(mx)) {
-      if (st_->opts.on_capped)
-        st_->opts.on_capped(peer_of(fd), false);
+    admission adm;
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> guard{st_->mtx};
+      id = st_->next_id++;
+      adm = st_->guard.on_accept(id, steady_now_ms());
+    }
+    if (adm.evict)
+      close_all(*st_, {*adm.evict}, &mx);
+    if (!adm.admitted) {
+      if (st_->opts.on_closed)
+        st_->opts.on_closed(peer_of(fd), std::nullopt);
       net::close_socket(fd);
       return true;
     }
     static_cast<void>(net::keepalive(fd, true));
-    auto sptr = caf::make_counted<capped_scribe>(mx, fd, st_);
+    auto sptr = make_scribe(mx, fd, id);
+    if (!sptr)
+      return true;
     auto hdl = sptr->hdl();
     parent()->add_scribe(std::move(sptr));
     return io::doorman::new_connection(&mx, hdl);
   }
 
 private:
-  /// True if a new connection may open: below the cap, or after evicting
-  /// the connection silent longest, if it has been silent long enough.
-  bool make_room(net::default_multiplexer& mx) {
-    caf::intrusive_ptr<capped_scribe> victim;
-    {
+  /// A scribe for the accepted `fd`, plain or TLS; null if no TLS session
+  /// could start (then `fd` is closed).
+  io::scribe_ptr make_scribe(net::default_multiplexer& mx,
+                             net::native_socket fd, uint64_t id) {
+    if (!st_->opts.tls)
+      return caf::make_counted<guarded_scribe_on<plain_stream>>(mx, fd, st_,
+                                                                id);
+    static_cast<void>(net::nonblocking(fd, true));
+    auto session = caf::openssl::make_session(parent()->system(), fd, true);
+    if (!session) {
+      net::close_socket(fd);
       std::lock_guard<std::mutex> guard{st_->mtx};
-      // Evicted ones no longer count, even if not yet released.
-      size_t live = 0;
-      capped_scribe* oldest = nullptr;
-      for (auto* x : st_->open) {
-        if (x->evicted())
-          continue;
-        ++live;
-        if (oldest == nullptr || x->last_read_ns() < oldest->last_read_ns())
-          oldest = x;
-      }
-      if (live < st_->opts.max_connections)
-        return true;
-      auto idle_ns = std::chrono::nanoseconds{st_->opts.idle_eviction}.count();
-      if (oldest == nullptr ||
-          steady_now_ns() - oldest->last_read_ns() < idle_ns ||
-          oldest->get_reference_count() == 0)
-        return false;
-      victim.reset(oldest);
+      st_->guard.on_close(id);
+      return nullptr;
     }
-    if (st_->opts.on_capped)
-      st_->opts.on_capped(victim->peer(), true);
-    victim->evict(&mx);
-    return true;
+    return caf::make_counted<guarded_scribe_on<tls_stream>>(mx, fd, st_, id,
+                                                            std::move(session));
   }
 
   static std::string peer_of(net::native_socket fd) {
@@ -193,6 +494,49 @@ private:
   }
 
   shared_state st_;
+};
+
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+
+/// Every 100 ms, closes the connections of every published engine that
+/// are past a deadline. A broker, so that it runs on the multiplexer's
+/// thread with the connections, and stops with the middleman.
+class sweeper final : public io::broker {
+public:
+  explicit sweeper(caf::actor_config& cfg) : io::broker(cfg) {
+    // nop
+  }
+
+  /// Sweeps `st` from now on, until the listener and all its connections
+  /// are gone. Call on the multiplexer's thread.
+  void watch(const shared_state& st) { states_.push_back(st); }
+
+protected:
+  caf::behavior make_behavior() override {
+    schedule_sweep();
+    return {
+      [this](sweep_atom) {
+        std::erase_if(states_, [](auto& x) { return x.expired(); });
+        for (auto& weak : states_)
+          backend().post([weak, &mx = backend()] {
+            if (auto st = weak.lock())
+              sweep(*st, &mx);
+          });
+        schedule_sweep();
+      },
+    };
+  }
+
+private:
+  /// Anonymous: a message from itself would hold a reference to it, and
+  /// one still queued when the middleman stops it would keep it alive.
+  void schedule_sweep() {
+    caf::delayed_anon_send(caf::actor_cast<caf::actor>(this), interval,
+                           sweep_atom::value);
+  }
+
+  static constexpr auto interval = std::chrono::milliseconds{100};
+  std::vector<std::weak_ptr<listener_state>> states_;
 };
 
 /// CAF's middleman actor, opening capped_doormen; it serves one publish
@@ -259,13 +603,22 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
                                        uint16_t port, publish_options opts) {
   if (!engine)
     return caf::make_error(caf::sec::cannot_publish_invalid_actor);
-  if (opts.max_connections == 0)
+  if (opts.limits.max_connections == 0 || opts.limits.max_pending == 0)
     return caf::make_error(caf::sec::invalid_argument,
-                           "max_connections must be at least 1");
+                           "max_connections and max_pending must be at "
+                           "least 1");
+  if (opts.tls && !sys.has_openssl_manager())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "TLS needs CAF's OpenSSL module (net::enable_tls)");
   auto basp = basp_broker_of(sys);
   ignore_broker_cycle(basp);
-  auto mm = sys.spawn<capped_middleman, caf::hidden>(
-    std::move(basp), std::make_shared<listener_state>(std::move(opts)));
+  auto st = std::make_shared<listener_state>(std::move(opts));
+  auto sweeps = sys.middleman().named_broker<sweeper>(caf::atom("DallySweep"));
+  sys.middleman().backend().dispatch([sweeps, st] {
+    auto* ptr = caf::actor_cast<caf::abstract_actor*>(sweeps);
+    static_cast<sweeper*>(ptr)->watch(st);
+  });
+  auto mm = sys.spawn<capped_middleman, caf::hidden>(std::move(basp), st);
   caf::detail::type_list<engine_actor> tk;
   auto sigs = sys.message_types(tk);
   auto f = caf::make_function_view(mm);
@@ -291,7 +644,9 @@ caf::expected<engine_actor> connect_engine(caf::actor_system& sys,
                               caf::defaults::middleman::connection_timeout);
   auto deadline = std::chrono::steady_clock::now() + patience;
   for (;;) {
-    auto node = sys.middleman().remote_actor<engine_actor>(host, port);
+    auto node = opts.tls
+                  ? caf::openssl::remote_actor<engine_actor>(sys, host, port)
+                  : sys.middleman().remote_actor<engine_actor>(host, port);
     if (node)
       return client_guard_for(sys, std::move(*node), opts.max_message_bytes);
     if (node.error() != caf::sec::connection_timeout ||

@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/expected.hpp>
 
+#include "net/connection_guard.hpp"
 #include "net/engine_actor.hpp"
 
 namespace dally::net {
@@ -35,22 +37,21 @@ struct publish_options {
   std::function<void(const std::string& peer, uint64_t claimed_bytes)>
     on_refused;
 
-  /// Most connections open at once. With `max_message_bytes` it bounds what
-  /// peers can make the node hold in read buffers. At the cap, a new
-  /// connection takes the place of the one silent longest, if that one has
-  /// sent nothing for `idle_eviction` (a client of `enable_network` sends a
-  /// heartbeat every second, so only stuck or hostile peers go); otherwise
-  /// the new connection is closed at once.
-  uint32_t max_connections = 1024;
+  /// Which connections are admitted and how long they may stay without
+  /// work; how many bytes of unfinished messages all of them may hold
+  /// (see connection_limits). A message is read into memory as its bytes
+  /// arrive, never sized up front to what its header claims.
+  connection_limits limits;
 
-  /// How long a connection must have been silent before a new one may take
-  /// its place at the cap.
-  std::chrono::milliseconds idle_eviction{10'000};
+  /// Told, on the network thread, of each connection closed for
+  /// `limits`: the peer's address and why, or no reason for a new
+  /// connection refused because every slot holds one that works and none
+  /// has idled long enough.
+  std::function<void(const std::string& peer, std::optional<close_reason> why)>
+    on_closed;
 
-  /// Told, on the network thread, of each connection closed for the cap:
-  /// the peer's address, and whether it was an idle one that made room
-  /// (true) or a new one refused (false).
-  std::function<void(const std::string& peer, bool evicted)> on_capped;
+  /// Speak TLS on every connection, with the files given to `enable_tls`.
+  bool tls = false;
 };
 
 /// Publishes `engine` on `address:port` (port 0 picks a free one) and
@@ -69,6 +70,9 @@ struct connect_options {
   /// request_too_large and is never sent, since the node would drop the
   /// connection for it; set this when the node's limit differs.
   uint64_t max_message_bytes = uint64_t{64} << 20;
+
+  /// Speak TLS, with the files given to `enable_tls`.
+  bool tls = false;
 };
 
 /// Connects to the engine a dallyd publishes at `host:port`. The handle

@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libcaf-dev
+  libcaf-dev libssl-dev openssl
   libprotobuf-dev protobuf-compiler
   librocksdb-dev
   libboost-dev libboost-test-dev
