@@ -35,11 +35,13 @@ void memory_log_store::replace_after(uint64_t index,
   entries_.insert(entries_.end(), entries.begin(), entries.end());
 }
 
+bool memory_log_store::holds(uint64_t index, uint64_t term) const {
+  return index <= last_index() && index >= snap_.last_index &&
+         term_at(index) == term;
+}
+
 void memory_log_store::save_snapshot(const snapshot& snap) {
-  auto keeps = snap.last_index <= last_index() &&
-               snap.last_index >= snap_.last_index &&
-               term_at(snap.last_index) == snap.last_term;
-  if (keeps)
+  if (holds(snap.last_index, snap.last_term))
     entries_.erase(entries_.begin(),
                    entries_.begin() + static_cast<ptrdiff_t>(snap.last_index -
                                                              snap_.last_index));

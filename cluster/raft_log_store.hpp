@@ -74,6 +74,10 @@ public:
 
   void save_snapshot(const snapshot& snap) override;
 
+  /// Whether the log holds entry `index` of `term` (the snapshot's last
+  /// included): what decides if a new snapshot keeps the entries after it.
+  bool holds(uint64_t index, uint64_t term) const;
+
 private:
   uint64_t term_ = 0;
   std::optional<node_id> vote_;

@@ -249,7 +249,7 @@ void write_synced(rocksdb::DB& db, rocksdb::WriteBatch& batch,
 } // namespace
 
 rocks_log_store::rocks_log_store(std::unique_ptr<rocksdb::DB> db)
-  : db_(std::move(db)) {
+  : db_(std::move(db)), mem_(cluster_map{}) {
   // nop
 }
 
@@ -270,38 +270,46 @@ rocks_log_store::open(const std::string& dir, cluster_map initial) {
   return store;
 }
 
-core::error rocks_log_store::load(cluster_map initial) {
+core::error rocks_log_store::load_term_vote() {
   std::string value;
   auto status = db_->Get(rocksdb::ReadOptions{}, meta_key, &value);
-  if (status.ok()) {
-    reader in{value};
-    term_ = in.u64();
-    auto has_vote = in.u8();
-    auto vote = in.id();
-    if (!in.done() || has_vote > 1)
-      return corrupt("term and vote");
-    if (has_vote == 1)
-      vote_ = vote;
-  } else if (!status.IsNotFound()) {
+  if (status.IsNotFound())
+    return {};
+  if (!status.ok())
     return from_status(status, "reading term and vote");
-  }
-  status = db_->Get(rocksdb::ReadOptions{}, snapshot_key, &value);
+  reader in{value};
+  auto term = in.u64();
+  auto has_vote = in.u8();
+  auto vote = in.id();
+  if (!in.done() || has_vote > 1)
+    return corrupt("term and vote");
+  mem_.save_term_vote(term, has_vote == 1 ? std::optional{vote} : std::nullopt);
+  return {};
+}
+
+core::error rocks_log_store::load(cluster_map initial) {
+  if (auto err = load_term_vote())
+    return err;
+  std::string value;
+  auto status = db_->Get(rocksdb::ReadOptions{}, snapshot_key, &value);
   if (status.ok()) {
     auto snap = decode_snapshot(value);
     if (!snap)
       return corrupt("snapshot");
-    snap_ = std::move(*snap);
+    mem_.save_snapshot(*snap);
   } else if (!status.IsNotFound()) {
     return from_status(status, "reading the snapshot");
-  } else if (term_ != 0 || vote_ || has_entries()) {
+  } else if (mem_.term() != 0 || mem_.vote() || has_entries()) {
     return corrupt("store: the snapshot is missing");
   } else {
-    snap_.state = std::move(initial);
+    cluster::snapshot first;
+    first.state = std::move(initial);
     rocksdb::WriteOptions options;
     options.sync = true;
-    status = db_->Put(options, snapshot_key, encode_snapshot(snap_));
+    status = db_->Put(options, snapshot_key, encode_snapshot(first));
     if (!status.ok())
       return from_status(status, "writing the initial snapshot");
+    mem_.save_snapshot(first);
   }
   return load_entries();
 }
@@ -320,14 +328,14 @@ core::error rocks_log_store::load_entries() {
     auto key = it->key().ToStringView();
     if (key >= entries_end)
       break;
-    auto expected = snap_.last_index + entries_.size() + 1;
+    auto expected = mem_.last_index() + 1;
     if (key != entry_key(expected))
       return corrupt("log: entry " + std::to_string(expected) +
                      " missing or out of place");
     auto entry = decode_entry(it->value().ToStringView());
     if (!entry || entry->index != expected)
       return corrupt("entry " + std::to_string(expected));
-    entries_.push_back(std::move(*entry));
+    mem_.replace_after(expected - 1, std::span{&*entry, 1});
   }
   if (!it->status().ok())
     return from_status(it->status(), "reading the log");
@@ -339,25 +347,12 @@ void rocks_log_store::save_term_vote(uint64_t term,
   rocksdb::WriteBatch batch;
   batch.Put(meta_key, encode_meta(term, vote));
   write_synced(*db_, batch, "saving term and vote");
-  term_ = term;
-  vote_ = vote;
-}
-
-uint64_t rocks_log_store::term_at(uint64_t index) const {
-  if (index == snap_.last_index)
-    return snap_.last_term;
-  return entry(index).term;
-}
-
-const log_entry& rocks_log_store::entry(uint64_t index) const {
-  if (index <= snap_.last_index || index > last_index())
-    throw std::out_of_range("raft log: no entry " + std::to_string(index));
-  return entries_[index - snap_.last_index - 1];
+  mem_.save_term_vote(term, vote);
 }
 
 void rocks_log_store::replace_after(uint64_t index,
                                     std::span<const log_entry> entries) {
-  if (index < snap_.last_index || index > last_index())
+  if (index < last_snapshot().last_index || index > last_index())
     throw std::out_of_range("raft log: cannot append after " +
                             std::to_string(index));
   rocksdb::WriteBatch batch;
@@ -370,26 +365,17 @@ void rocks_log_store::replace_after(uint64_t index,
     batch.Put(entry_key(entries[i].index), encode_entry(entries[i]));
   }
   write_synced(*db_, batch, "appending to the log");
-  entries_.resize(index - snap_.last_index);
-  entries_.insert(entries_.end(), entries.begin(), entries.end());
+  mem_.replace_after(index, entries);
 }
 
 void rocks_log_store::save_snapshot(const snapshot& snap) {
-  auto keeps = snap.last_index <= last_index() &&
-               snap.last_index >= snap_.last_index &&
-               term_at(snap.last_index) == snap.last_term;
+  auto keeps = mem_.holds(snap.last_index, snap.last_term);
   rocksdb::WriteBatch batch;
   batch.Put(snapshot_key, encode_snapshot(snap));
   batch.DeleteRange(entry_key(0),
                     keeps ? entry_key(snap.last_index + 1) : entries_end);
   write_synced(*db_, batch, "saving the snapshot");
-  if (keeps)
-    entries_.erase(entries_.begin(),
-                   entries_.begin() + static_cast<ptrdiff_t>(snap.last_index -
-                                                             snap_.last_index));
-  else
-    entries_.clear();
-  snap_ = snap;
+  mem_.save_snapshot(snap);
 }
 
 } // namespace dally::storage

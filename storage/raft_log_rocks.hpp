@@ -30,23 +30,27 @@ public:
   rocks_log_store(const rocks_log_store&) = delete;
   rocks_log_store& operator=(const rocks_log_store&) = delete;
 
-  uint64_t term() const override { return term_; }
+  uint64_t term() const override { return mem_.term(); }
 
-  std::optional<cluster::node_id> vote() const override { return vote_; }
+  std::optional<cluster::node_id> vote() const override { return mem_.vote(); }
 
   /// Throws std::runtime_error when the write fails; nothing changes then.
   void save_term_vote(uint64_t term,
                       std::optional<cluster::node_id> vote) override;
 
-  const cluster::snapshot& last_snapshot() const override { return snap_; }
-
-  uint64_t last_index() const override {
-    return snap_.last_index + entries_.size();
+  const cluster::snapshot& last_snapshot() const override {
+    return mem_.last_snapshot();
   }
 
-  uint64_t term_at(uint64_t index) const override;
+  uint64_t last_index() const override { return mem_.last_index(); }
 
-  const cluster::log_entry& entry(uint64_t index) const override;
+  uint64_t term_at(uint64_t index) const override {
+    return mem_.term_at(index);
+  }
+
+  const cluster::log_entry& entry(uint64_t index) const override {
+    return mem_.entry(index);
+  }
 
   /// Throws std::out_of_range for an index outside the log,
   /// std::invalid_argument for entries that do not follow it, and
@@ -62,16 +66,15 @@ private:
 
   core::error load(cluster::cluster_map initial);
 
+  core::error load_term_vote();
+
   core::error load_entries();
 
   bool has_entries() const;
 
   std::unique_ptr<rocksdb::DB> db_;
-  uint64_t term_ = 0;
-  std::optional<cluster::node_id> vote_;
-  cluster::snapshot snap_;
-  /// Entries snap_.last_index + 1, ...
-  std::vector<cluster::log_entry> entries_;
+  /// What the database holds, for reads; it follows each successful write.
+  cluster::memory_log_store mem_;
 };
 
 } // namespace dally::storage
