@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/quad_heap.hpp"
@@ -17,15 +18,28 @@ namespace dally::logic {
 /// out from here, without reading the store. Deadlines popped for the
 /// batch being staged are kept until its commit: a failed one hands them
 /// back.
+///
+/// A lease is a length of time granted to a consumer, so when the wall
+/// clock steps (`shift`), a running lease keeps the time it had left: it
+/// runs out at its deadline plus the step. Entries popped carry the
+/// deadline as stored, which is what the record holds.
 class lease_tracker {
 public:
   /// Tracks `id`'s lease until `deadline_ms`, replacing an older one.
   void track(core::task_id id, int64_t deadline_ms) {
     heap_.upsert(id, deadline_ms);
+    shifted_.erase(id);
   }
 
   /// `id` is no longer in flight.
-  void forget(core::task_id id) { heap_.erase(id); }
+  void forget(core::task_id id) {
+    heap_.erase(id);
+    shifted_.erase(id);
+  }
+
+  /// The wall clock stepped by `step_ms` (forward above 0): every lease
+  /// tracked now ends that much later on the new clock.
+  void shift(int64_t step_ms);
 
   bool contains(core::task_id id) const { return heap_.contains(id); }
 
@@ -34,9 +48,7 @@ public:
 
   /// Moves up to `limit` deadlines due at `now_ms` into `out`.
   size_t pop_due(int64_t now_ms, size_t limit,
-                 std::vector<core::timer_entry>& out) {
-    return heap_.pop_due(now_ms, limit, out);
-  }
+                 std::vector<core::timer_entry>& out);
 
   /// Puts popped deadlines back that nothing acted upon (a read failed).
   void put_back(std::span<const core::timer_entry> leases);
@@ -54,7 +66,17 @@ public:
   size_t size() const noexcept { return heap_.size(); }
 
 private:
+  /// A lease that `shift` moved: its deadline as stored, and the step.
+  struct moved {
+    int64_t stored_ms = 0;
+    int64_t step_ms = 0;
+  };
+
+  /// Tracks `lease` (a deadline as stored) again, moved as it was.
+  void reinsert(const core::timer_entry& lease);
+
   core::quad_heap heap_;
+  std::unordered_map<core::task_id, moved> shifted_;
   std::vector<core::timer_entry> consumed_;
 };
 

@@ -191,22 +191,23 @@ int64_t shard_driver::steady_us() const {
     .count();
 }
 
-/// Reads the wall clock (µs) and tells a step loudly: after a forward step
-/// what the clock now says is due is paced as overdue work.
+/// Reads the wall clock (µs) and tells a step loudly: running leases keep
+/// their length, and after a forward step what the clock now says is due
+/// is paced as overdue work.
 int64_t shard_driver::read_wall_clock(shard_effects& fx) {
   auto now_us = wall_.now_us();
   auto step_us = steps_.observe(now_us, steady_us());
   if (step_us == 0)
     return now_us;
-  if (step_us > 0)
-    logic_.wall_clock_stepped(now_us / 1000);
+  logic_.wall_clock_stepped(now_us / 1000, step_us / 1000);
   std::ostringstream out;
   out << "warning: the wall clock stepped "
       << (step_us > 0 ? "forward" : "back") << " by "
       << (step_us > 0 ? step_us : -step_us) / 1000
       << " ms against the steady clock; "
       << (step_us > 0 ? "what is due now fires, paced as overdue work"
-                      : "nothing fires before the clock reads its due time");
+                      : "nothing fires before the clock reads its due time")
+      << "; running leases keep their length";
   if (!fx.log.empty())
     fx.log += "\n";
   fx.log += out.str();

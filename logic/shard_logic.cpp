@@ -1122,8 +1122,10 @@ int64_t shard_logic::next_wakeup_ms() const {
   return impl_->next_wakeup_ms();
 }
 
-void shard_logic::wall_clock_stepped(int64_t now_ms) {
-  impl_->pacer_.clock_stepped(now_ms);
+void shard_logic::wall_clock_stepped(int64_t now_ms, int64_t step_ms) {
+  impl_->leases_.shift(step_ms);
+  if (step_ms > 0)
+    impl_->pacer_.clock_stepped(now_ms);
 }
 
 core::error shard_logic::write_failure() const {

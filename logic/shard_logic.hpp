@@ -228,9 +228,11 @@ public:
   /// the backlog is full, only its next token counts.
   int64_t next_wakeup_ms() const;
 
-  /// The wall clock stepped forward to `now_ms`: what it says is overdue
-  /// fires paced, like the backlog after a restart.
-  void wall_clock_stepped(int64_t now_ms);
+  /// The wall clock stepped by `step_ms` (forward above 0) to `now_ms`:
+  /// running leases keep the time they had left, and after a forward step
+  /// what the clock says is overdue fires paced, like the backlog after a
+  /// restart.
+  void wall_clock_stepped(int64_t now_ms, int64_t step_ms);
 
   /// Housekeeping, every second or so: forgets expired idempotency keys and
   /// syncs the store when due (periodic durability, or sync with a commit

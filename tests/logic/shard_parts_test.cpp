@@ -166,6 +166,39 @@ BOOST_AUTO_TEST_CASE(lease_tracker_hands_back_what_a_failed_batch_popped) {
   BOOST_TEST(leases.contains(1));
 }
 
+// A step of the wall clock moves every running lease by the step; what
+// pops carries the deadline the record holds, and a rolled-back pop keeps
+// its moved place.
+BOOST_AUTO_TEST_CASE(lease_tracker_moves_running_leases_with_a_clock_step) {
+  logic::lease_tracker leases;
+  leases.track(1, t0 + 10);
+  leases.track(2, t0 + 20);
+  leases.shift(-3'600'000);
+  BOOST_TEST(
+    (leases.next_due() == std::optional<int64_t>{t0 + 10 - 3'600'000}));
+  leases.shift(1'000);
+  std::vector<core::timer_entry> due;
+  BOOST_TEST(leases.pop_due(t0 + 10 - 3'599'000, 10, due) == 1u);
+  BOOST_REQUIRE(due.size() == 1u);
+  BOOST_TEST(due[0].id == 1u);
+  BOOST_TEST(due[0].due_ms == t0 + 10);
+  leases.consume(due[0]);
+  leases.roll_back();
+  BOOST_TEST(
+    (leases.next_due() == std::optional<int64_t>{t0 + 10 - 3'599'000}));
+  // Tracked anew (a touch): the new deadline is on the new clock.
+  leases.track(2, t0 + 50);
+  due.clear();
+  BOOST_TEST(leases.pop_due(t0 + 50, 10, due) == 2u);
+  BOOST_REQUIRE(due.size() == 2u);
+  BOOST_TEST(due[0].id == 1u);
+  BOOST_TEST(due[1].id == 2u);
+  BOOST_TEST(due[1].due_ms == t0 + 50);
+  leases.put_back(due);
+  BOOST_TEST(
+    (leases.next_due() == std::optional<int64_t>{t0 + 10 - 3'599'000}));
+}
+
 // -- topic_parking ------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(topic_parking_holds_back_a_topic_without_consumers) {
