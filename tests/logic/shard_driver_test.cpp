@@ -357,7 +357,9 @@ BOOST_AUTO_TEST_CASE(a_running_lease_keeps_its_length_across_a_step_back) {
     f.driver->wake(gen, f.fx);
     later = take_attempts(f.fx);
     if (!later.empty())
-      BOOST_TEST(s >= 30, "redelivered " << s << " s after the delivery, attempt " << later.front());
+      BOOST_TEST(s >= 30, "redelivered " << s
+                                         << " s after the delivery, attempt "
+                                         << later.front());
     BOOST_REQUIRE(f.fx.wake.has_value());
   }
   BOOST_TEST(later == std::vector<uint32_t>{2});
