@@ -691,6 +691,9 @@ start_cluster(caf::actor_system& sys, actors::cluster_node_config ccfg) {
   auto node = actors::spawn_cluster_node(sys, std::move(ccfg));
   if (!node)
     return std::move(node.error());
+  (*node)->attach_functor([](const caf::error& reason) {
+    log_line("cluster: the cluster node stopped: " + net::describe(reason));
+  });
   auto bound = sys.middleman().publish(*node, port, host.c_str(), true);
   if (!bound) {
     caf::anon_send_exit(*node, caf::exit_reason::user_shutdown);
