@@ -76,6 +76,15 @@ public:
   /// the delivery is out (or was never fired).
   bool take_back(core::task_id id);
 
+  /// Calls `f(id)` for each committed delivery that waits for its due
+  /// time (see waiting).
+  template<class F>
+  void for_each_waiting(F f) const {
+    for (const auto& [id, hold] : holds_)
+      if (hold->pending())
+        f(id);
+  }
+
   /// Committed deliveries whose hold is neither released nor cancelled.
   size_t held() const noexcept;
 

@@ -1130,6 +1130,14 @@ void shard_logic::wall_clock_stepped(int64_t now_ms, int64_t step_ms) {
   });
   if (step_ms > 0)
     impl_->pacer_.clock_stepped(now_ms);
+  // A delivery waiting for its due time is at no consumer, and after a
+  // step back it waits that much longer: it no longer counts against its
+  // topic's cap on unanswered deliveries, so that the topic's due work
+  // does not wait behind it.
+  if (step_ms < 0)
+    impl_->fires_.for_each_waiting([this](core::task_id id) {
+      impl_->parking_.uncount_in_flight(id, *impl_->window_);
+    });
 }
 
 core::error shard_logic::write_failure() const {
