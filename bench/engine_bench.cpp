@@ -955,6 +955,11 @@ struct lateness_result {
   /// of those.
   double drain_s = -1;
   double drain_cpu_s = 0;
+  /// Seconds from the stream's start until the producer's last answer (a
+  /// producer slowed down by late answers takes longer than the stream),
+  /// and the process's RSS then, in MiB.
+  double producer_s = 0;
+  double producer_rss_mib = 0;
   std::string load;
   storage::durability level = storage::durability::sync;
 };
@@ -1155,6 +1160,7 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   auto steal_before = bench::cpu_times::now();
   bench::timer_probe probe;
   probe.start();
+  auto stream_start = clock_type::now();
   sys.spawn(bench::stream_producer, engine.handle(),
             std::shared_ptr<const bench::stream_plan>(plan), progress);
   if (!bench::wait_until([&] { return progress->done.load(); },
@@ -1162,6 +1168,8 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
     die("the stream producer did not finish");
   auto answered_at = clock_type::now();
   auto cpu_answered = cpu_s();
+  out.producer_s = bench::seconds_between(stream_start, answered_at);
+  out.producer_rss_mib = static_cast<double>(bench::rss_kib()) / 1024;
   if (bench::wait_until([&] { return tally->delivered >= progress->scheduled; },
                         milliseconds{drain_wait_ms}, milliseconds{1}))
     out.drain_s = bench::seconds_between(answered_at, clock_type::now());
@@ -1345,7 +1353,9 @@ std::vector<lateness_result> overload_rows(const settings& s, double rate,
     out.push_back(lateness_case(t, 0, rate, storage::durability::sync, root));
     auto& r = out.back();
     std::cout << "  delivered " << r.delivered << "/" << r.expected
-              << ", drained " << fixed(r.drain_s, 1)
+              << ", producer done after " << fixed(r.producer_s, 1)
+              << " s (RSS " << fixed(r.producer_rss_mib, 0) << " MiB), drained "
+              << fixed(r.drain_s, 1)
               << " s after the producer's last answer, CPU "
               << fixed(cpu_us_per_task(r), 1) << " µs per task ("
               << fixed(r.drain_cpu_s, 1) << " s of it while draining)"
@@ -1364,22 +1374,27 @@ std::string overload_md(const settings& s, double rate,
            : " (" + fixed(s.overload_factor, 2) + " of the sustained rate)")
      << ", sync, nothing else pending: they fall behind, and the question is "
      << "whether they come back. The producer keeps at most "
-     << stream_outstanding << " schedule requests open, so a slow engine "
-     << "slows it down. Drain: seconds from the producer's last answer "
+     << stream_outstanding << " schedule requests open, and the engine "
+     << "answers a schedule once it is committed, so a slow engine slows it "
+     << "down: producer s is the time from the stream's start until its "
+     << "last answer (against the stream's length), RSS the process's "
+     << "then. Drain: seconds from the producer's last answer "
      << "until every task was delivered (came back: within 30 s). The "
      << "latest task's lateness is how far behind it fell; CPU per task "
      << "(the drain included) compares with the streams above.\n\n"
      << "| stream s | stream tasks/s | delivered/sent | p50 ms | max ms | "
-        "schedule acked after due | drain s | CPU µs per task | came back "
-        "|\n"
-     << "|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+        "schedule acked after due | producer s | RSS MiB | drain s | CPU µs "
+        "per task | came back |\n"
+     << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   for (const auto& r : rows) {
     auto p = r.periods.empty() ? std::array<int64_t, 4>{} : r.periods[0];
     bool back = r.delivered >= r.expected && r.drain_s >= 0 && r.drain_s <= 30;
     md << "| " << fixed(static_cast<double>(r.expected) / rate, 1) << " | "
        << rate_str(rate) << " | " << r.delivered << "/" << r.expected << " | "
        << ms_str(p[0]) << " | " << ms_str(p[3]) << " | " << r.acked_after_due
-       << " | " << (r.drain_s >= 0 ? fixed(r.drain_s, 1) : "> 60") << " | "
+       << " | " << fixed(r.producer_s, 1) << " | "
+       << fixed(r.producer_rss_mib, 0) << " | "
+       << (r.drain_s >= 0 ? fixed(r.drain_s, 1) : "> 60") << " | "
        << fixed(cpu_us_per_task(r), 1) << " | " << (back ? "yes" : "**no**")
        << " |\n";
   }
