@@ -47,7 +47,7 @@ struct shard_state {
 using shard_actor = caf::stateful_actor<shard_state>;
 
 int64_t wall_now(shard_actor* self) {
-  return self->state.clock.now_ms();
+  return self->state.driver->now_ms();
 }
 
 /// Sends `Atom` and the timer's generation to itself, after its delay.

@@ -395,4 +395,66 @@ int64_t wall_now_ms() {
     .count();
 }
 
+namespace {
+
+/// One "ID@HOST:PORT"; an error text when it is not one.
+std::optional<cluster_seed_spec> parse_seed(std::string_view item,
+                                            std::string& error) {
+  auto at = item.find('@');
+  auto colon = item.rfind(':');
+  if (at == std::string_view::npos || colon == std::string_view::npos ||
+      colon < at) {
+    error = "'" + std::string{item} + "' is not ID@HOST:PORT";
+    return std::nullopt;
+  }
+  auto id =
+    parse_uint(item.substr(0, at), std::numeric_limits<uint32_t>::max());
+  auto port = parse_uint(item.substr(colon + 1), 65535);
+  cluster_seed_spec out;
+  out.host = std::string{item.substr(at + 1, colon - at - 1)};
+  if (!id || *id == 0)
+    error = "'" + std::string{item} + "': the node id must be a number >= 1";
+  else if (!port || *port == 0)
+    error = "'" + std::string{item} + "': the port must be in [1, 65535]";
+  else if (out.host.empty())
+    error = "'" + std::string{item} + "': the host is empty";
+  if (!error.empty())
+    return std::nullopt;
+  out.id = *id;
+  out.port = static_cast<uint16_t>(*port);
+  return out;
+}
+
+} // namespace
+
+std::vector<cluster_seed_spec> parse_cluster_seeds(std::string_view text,
+                                                   std::string& error) {
+  std::vector<cluster_seed_spec> out;
+  error.clear();
+  size_t pos = 0;
+  while (error.empty()) {
+    auto comma = text.find(',', pos);
+    auto item =
+      text.substr(pos, comma == std::string_view::npos ? std::string_view::npos
+                                                       : comma - pos);
+    auto seed = parse_seed(item, error);
+    if (!seed)
+      break;
+    for (const auto& s : out) {
+      if (s.id == seed->id)
+        error = "node id " + std::to_string(s.id) + " is listed twice";
+      else if (s.host == seed->host && s.port == seed->port)
+        error = "address " + s.host + ":" + std::to_string(s.port) +
+                " is listed twice";
+    }
+    out.push_back(std::move(*seed));
+    if (comma == std::string_view::npos)
+      break;
+    pos = comma + 1;
+  }
+  if (!error.empty())
+    out.clear();
+  return out;
+}
+
 } // namespace dally::apps

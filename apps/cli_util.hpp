@@ -83,6 +83,20 @@ private:
 /// exact bytes.
 void add_payload(json_object& obj, std::string_view payload);
 
+/// One node of --cluster-seeds: "ID@HOST:PORT".
+struct cluster_seed_spec {
+  uint64_t id = 0;
+  std::string host;
+  uint16_t port = 0;
+};
+
+/// Parses a seed list, "1@127.0.0.1:7501,2@127.0.0.1:7502": ids from 1 and
+/// distinct, a host that is not empty, ports in [1, 65535], and addresses
+/// distinct. On bad input, `error` says which item is wrong and the list
+/// is empty.
+std::vector<cluster_seed_spec> parse_cluster_seeds(std::string_view text,
+                                                   std::string& error);
+
 /// CAF's parser takes long options only as "--name=value"; this joins
 /// "--name value" into "--name=value" for every name in `valued` (given
 /// without the leading dashes). An option already in "--name=value" form,

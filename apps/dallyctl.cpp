@@ -31,6 +31,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -39,6 +40,7 @@
 #include "core/delivery_policy.hpp"
 #include "core/time_range.hpp"
 #include "net/client_guard.hpp"
+#include "net/cluster_types.hpp"
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
@@ -82,6 +84,11 @@ commands:
   reschedule ID (--at TIME | --in DUR)   prints the outcome, as revoke
   kick ID [--at TIME | --in DUR]   revives a dead letter (due now by default)
   stats                       the node's counters
+  cluster status              a cluster node's view: each node with its
+      address, whether it is reachable and how many shards it owns, the
+      coordinator and its standbys, the term and the map's epoch. --port
+      is the node's cluster port (its address in --cluster-seeds), not
+      its engine port.
   dead-letters [--after ID] [--limit N]   one page of dead letters
   consume TOPIC [--max N] [--fail-every N] [--max-in-flight N]
                 [--retry-in DUR] [--delay DUR]
@@ -162,6 +169,7 @@ const std::vector<command_spec>& command_specs() {
     {"reschedule", {"at", "in"}, {}, 1, 1},
     {"kick", {"at", "in"}, {}, 1, 1},
     {"stats", {}, {}, 0, 0},
+    {"cluster", {}, {}, 1, 1},
     {"dead-letters", {"after", "limit"}, {}, 0, 0},
     {"consume",
      {"max", "fail-every", "max-in-flight", "retry-in", "delay"},
@@ -1157,6 +1165,102 @@ int cmd_consume(client& c, const command_line& cl) {
   return rc;
 }
 
+// -- cluster status -----------------------------------------------------------
+
+/// The cluster actor a node publishes on its cluster address. CAF 0.17.6
+/// may drop a new connection with connection_timeout before the handshake
+/// (see net::connect_engine); such a connect is tried again until
+/// `deadline`.
+caf::expected<caf::actor>
+connect_cluster_node(caf::actor_system& sys, const std::string& host,
+                     uint16_t port,
+                     std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto node = sys.middleman().remote_actor(host, port);
+    if (node || node.error() != caf::sec::connection_timeout ||
+        std::chrono::steady_clock::now() >= deadline)
+      return node;
+  }
+}
+
+void print_cluster_status(const v1::ClusterStatusReply& st, bool json) {
+  auto ids = [](const auto& xs) {
+    std::string out;
+    for (auto x : xs)
+      out += (out.empty() ? "" : ",") + std::to_string(x);
+    return out;
+  };
+  if (json) {
+    std::string nodes = "[";
+    for (const auto& n : st.nodes())
+      nodes +=
+        (nodes.size() > 1 ? "," : "") + json_object{}
+                                          .add("id", n.id())
+                                          .add("address", n.address())
+                                          .add("reachable", n.reachable())
+                                          .add("voter", n.voter())
+                                          .add("shards", n.shards())
+                                          .str();
+    print_line(json_object{}
+                 .add("self", st.self())
+                 .add("coordinator", st.coordinator())
+                 .add_raw("standbys", "[" + ids(st.standbys()) + "]")
+                 .add("term", st.term())
+                 .add("epoch", st.epoch())
+                 .add("shard_count", st.shard_count())
+                 .add_raw("nodes", nodes + "]")
+                 .str());
+    return;
+  }
+  for (const auto& n : st.nodes())
+    print_line("node " + std::to_string(n.id()) + " " + n.address() +
+               (n.reachable() ? " reachable" : " unreachable") +
+               (n.id() == st.coordinator() ? " coordinator" : " standby") +
+               " shards=" + std::to_string(n.shards()) +
+               (n.id() == st.self() ? " (answering)" : ""));
+  print_line("coordinator: " + (st.coordinator() == 0
+                                  ? std::string{"unknown"}
+                                  : std::to_string(st.coordinator())));
+  print_line("standbys: " + ids(st.standbys()));
+  print_line("term: " + std::to_string(st.term()) +
+             " epoch: " + std::to_string(st.epoch()) +
+             " shards: " + std::to_string(st.shard_count()));
+}
+
+/// `cluster status`: connects to the node's cluster port (no engine) and
+/// asks its cluster actor.
+int run_cluster_status(caf::actor_system& sys, const global_options& g) {
+  auto timeout = std::chrono::milliseconds{g.timeout_ms};
+  auto connecting = std::make_shared<std::promise<caf::expected<caf::actor>>>();
+  auto result = connecting->get_future();
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::thread{[&sys, connecting, host = g.host, port = g.port, deadline] {
+    connecting->set_value(connect_cluster_node(sys, host, port, deadline));
+  }}.detach();
+  auto where = g.host + ":" + std::to_string(g.port);
+  if (result.wait_for(timeout) != std::future_status::ready) {
+    std::cerr << "error: cannot connect to " << where << ": timed out after "
+              << g.timeout_ms << " ms" << std::endl;
+    std::fflush(stdout);
+    std::_Exit(exit_connect);
+  }
+  auto node = result.get();
+  if (!node) {
+    std::cerr << "error: cannot connect to " << where << ": "
+              << net::describe(node.error()) << std::endl;
+    return exit_connect;
+  }
+  caf::scoped_actor self{sys};
+  int rc = exit_ok;
+  self->request(*node, timeout, net::cluster_status_request{})
+    .receive(
+      [&](net::cluster_status_reply& reply) {
+        print_cluster_status(reply.pb, g.json);
+      },
+      [&](caf::error& err) { rc = report(err); });
+  return rc;
+}
+
 // -- main ---------------------------------------------------------------------
 
 int dispatch(client& c, const command_line& cl) {
@@ -1196,6 +1300,9 @@ void validate_offline(const command_line& cl) {
       uint_arg("--after", *v);
     if (auto v = cl.value("limit"))
       uint_arg("--limit", *v, UINT32_MAX);
+  } else if (name == "cluster") {
+    if (cl.args.at(0) != "status")
+      throw usage_error{"cluster takes 'status', not '" + cl.args.at(0) + "'"};
   } else if (name == "consume") {
     if (cl.args.at(0).empty())
       throw usage_error{"consume needs a topic"};
@@ -1246,6 +1353,8 @@ int run(int argc, char** argv) {
     net::enable_tls(cfg, cl.global.tls);
   caf::actor_system sys{cfg};
   const auto& g = cl.global;
+  if (cl.spec->name == "cluster")
+    return run_cluster_status(sys, g);
   // remote_actor blocks for as long as the TCP connect and CAF's handshake
   // take (minutes towards a host that drops packets); wait for it no longer
   // than the timeout.

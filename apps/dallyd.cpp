@@ -12,15 +12,18 @@
 // another dallyd, port in use, I/O error); 2 bad usage (unknown option, bad
 // value).
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,7 +38,9 @@
 #include <caf/config_option_set.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
 
+#include "actors/cluster_node.hpp"
 #include "actors/embedded_engine.hpp"
 #include "apps/cli_util.hpp"
 #include "core/time_range.hpp"
@@ -100,6 +105,11 @@ public:
   std::string tls_key;
   std::string tls_ca;
   bool insecure = false;
+  size_t node_id = 0;
+  std::string cluster_seeds;
+  size_t cluster_shards = 64;
+  int64_t heartbeat_ms = 200;
+  int64_t unreachable_ms = 1000;
 
   dallyd_config() {
     opt_group group{custom_options_, "?dally"};
@@ -109,6 +119,7 @@ public:
     add_delivery_options(group);
     add_memory_options(group);
     add_connection_options(group);
+    add_cluster_options(group);
   }
 
   const caf::config_option_set& options() const noexcept {
@@ -116,6 +127,21 @@ public:
   }
 
 private:
+  /// Options of a cluster node (docs/cluster.md); none: a single node.
+  void add_cluster_options(opt_group& group) {
+    group.add(node_id, "node-id", "this node's id in --cluster-seeds")
+      .add(cluster_seeds, "cluster-seeds",
+           "the cluster's voters, ID@HOST:PORT,...: each node's cluster "
+           "address, which it listens on for the other nodes")
+      .add(cluster_shards, "cluster-shards",
+           "shard count of a new cluster, fixed when it is created "
+           "(default 64)")
+      .add(heartbeat_ms, "heartbeat-ms",
+           "heartbeats between cluster nodes (default 200)")
+      .add(unreachable_ms, "unreachable-ms",
+           "a silent cluster node is unreachable after this (default 1000)");
+  }
+
   /// Options for where the node keeps its data, where it listens, durability.
   void add_node_options(opt_group& group) {
     group
@@ -596,24 +622,8 @@ net::connection_limits connection_limits_of(const dallyd_config& cfg) {
   return out;
 }
 
-/// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
-/// actor done, every connection closed) when it returns.
-int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
-          const sigset_t& stop_signals) {
-  caf::actor_system sys{cfg};
-  log_line("scheduler: " + runtime::describe_scheduler(sys));
-  auto t0 = std::chrono::steady_clock::now();
-  auto engine = actors::embedded_engine::start(sys, ecfg);
-  if (!engine) {
-    std::cerr << "dallyd: cannot start the engine on " << cfg.data_dir << ": "
-              << net::describe(engine.error()) << "\n";
-    return exit_start_failed;
-  }
-  auto start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
-  log_line("engine started in " + std::to_string(start_ms) + " ms");
-  log_recovery(sys, engine->handle());
+/// The limits and logging of the engine's port.
+net::publish_options publish_options_of(const dallyd_config& cfg) {
   net::publish_options popts;
   popts.max_message_bytes = cfg.max_message_bytes;
   popts.on_refused = [](const std::string& peer, uint64_t claimed_bytes) {
@@ -631,13 +641,106 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
                      : "refused a connection from " + peer +
                          ": --max-connections are open and none is idle");
   };
+  return popts;
+}
+
+/// The cluster node's settings, left empty for a single node (no cluster
+/// option given); an error text on a bad value.
+std::optional<std::string>
+to_cluster_config(const dallyd_config& cfg,
+                  std::optional<actors::cluster_node_config>& out) {
+  if (cfg.cluster_seeds.empty() && cfg.node_id == 0)
+    return std::nullopt;
+  if (cfg.cluster_seeds.empty() || cfg.node_id == 0)
+    return "--node-id and --cluster-seeds go together";
+  std::string err;
+  auto seeds = parse_cluster_seeds(cfg.cluster_seeds, err);
+  if (!err.empty())
+    return "--cluster-seeds: " + err;
+  if (cfg.cluster_shards < 1 || cfg.cluster_shards > 65536)
+    return "--cluster-shards must be in [1, 65536]";
+  if (cfg.heartbeat_ms < 1 || cfg.unreachable_ms <= cfg.heartbeat_ms)
+    return "--heartbeat-ms must be at least 1 and below --unreachable-ms";
+  actors::cluster_node_config c;
+  c.self = static_cast<cluster::node_id>(cfg.node_id);
+  for (auto& s : seeds)
+    c.seeds.push_back(
+      {static_cast<cluster::node_id>(s.id), std::move(s.host), s.port});
+  if (c.self != cfg.node_id ||
+      std::none_of(c.seeds.begin(), c.seeds.end(),
+                   [&](const auto& s) { return s.id == c.self; }))
+    return "--node-id " + std::to_string(cfg.node_id) +
+           " is not in --cluster-seeds";
+  c.shard_count = static_cast<uint32_t>(cfg.cluster_shards);
+  c.log_dir = (std::filesystem::path{cfg.data_dir} / "cluster").string();
+  c.heartbeat_ms = cfg.heartbeat_ms;
+  c.unreachable_ms = cfg.unreachable_ms;
+  c.random_seed = (uint64_t{std::random_device{}()} << 32) ^ c.self;
+  c.on_event = [](const std::string& line) { log_line("cluster: " + line); };
+  out = std::move(c);
+  return std::nullopt;
+}
+
+/// Starts the cluster node and publishes it on this node's seed address.
+caf::expected<std::pair<caf::actor, uint16_t>>
+start_cluster(caf::actor_system& sys, actors::cluster_node_config ccfg) {
+  auto self = std::find_if(ccfg.seeds.begin(), ccfg.seeds.end(),
+                           [&](const auto& s) { return s.id == ccfg.self; });
+  auto host = self->host;
+  auto port = self->port;
+  auto node = actors::spawn_cluster_node(sys, std::move(ccfg));
+  if (!node)
+    return std::move(node.error());
+  (*node)->attach_functor([](const caf::error& reason) {
+    log_line("cluster: the cluster node stopped: " + net::describe(reason));
+  });
+  auto bound = sys.middleman().publish(*node, port, host.c_str(), true);
+  if (!bound) {
+    caf::anon_send_exit(*node, caf::exit_reason::user_shutdown);
+    return std::move(bound.error());
+  }
+  log_line("cluster: node " + std::to_string(self->id) + " listening on " +
+           host + ":" + std::to_string(*bound));
+  return std::make_pair(*node, *bound);
+}
+
+/// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
+/// actor done, every connection closed) when it returns.
+int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
+          std::optional<actors::cluster_node_config> ccfg,
+          const sigset_t& stop_signals) {
+  caf::actor_system sys{cfg};
+  log_line("scheduler: " + runtime::describe_scheduler(sys));
+  auto t0 = std::chrono::steady_clock::now();
+  auto engine = actors::embedded_engine::start(sys, ecfg);
+  if (!engine) {
+    std::cerr << "dallyd: cannot start the engine on " << cfg.data_dir << ": "
+              << net::describe(engine.error()) << "\n";
+    return exit_start_failed;
+  }
+  auto start_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+  log_line("engine started in " + std::to_string(start_ms) + " ms");
+  log_recovery(sys, engine->handle());
   auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
-                                  std::move(popts));
+                                  publish_options_of(cfg));
   if (!port) {
     std::cerr << "dallyd: cannot listen on " << cfg.address << ":" << cfg.port
               << ": " << net::describe(port.error()) << "\n";
     engine->stop();
     return exit_start_failed;
+  }
+  std::optional<std::pair<caf::actor, uint16_t>> cluster;
+  if (ccfg) {
+    auto started = start_cluster(sys, std::move(*ccfg));
+    if (!started) {
+      std::cerr << "dallyd: cannot start the cluster node: "
+                << net::describe(started.error()) << "\n";
+      engine->stop();
+      return exit_start_failed;
+    }
+    cluster = std::move(*started);
   }
   std::printf("dallyd listening on %s:%u\n", cfg.address.c_str(),
               static_cast<unsigned>(*port));
@@ -653,6 +756,11 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   // No new connections; then the engine stops (shards flush and close
   // their stores) while the connections still up see their requests fail.
   static_cast<void>(sys.middleman().unpublish(engine->handle(), *port));
+  if (cluster) {
+    static_cast<void>(
+      sys.middleman().unpublish(cluster->first, cluster->second));
+    caf::anon_send_exit(cluster->first, caf::exit_reason::user_shutdown);
+  }
   log_final_stats(sys, engine->handle());
   engine->stop();
   log_line("engine stopped, stores closed");
@@ -700,6 +808,11 @@ int run(int argc, char** argv) {
     std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
     return exit_usage;
   }
+  std::optional<actors::cluster_node_config> ccfg;
+  if (auto msg = to_cluster_config(cfg, ccfg)) {
+    std::cerr << "dallyd: " << *msg << "\ntry 'dallyd --help'\n";
+    return exit_usage;
+  }
   if (auto msg = set_up_tls(cfg)) {
     std::cerr << "dallyd: " << *msg << "\n";
     return exit_usage;
@@ -714,7 +827,7 @@ int run(int argc, char** argv) {
     log_line("heap: freed pages go back to the OS within 250 ms of the "
              "process going idle (under 5% of a core)");
   }
-  auto rc = serve(cfg, ecfg, stop_signals);
+  auto rc = serve(cfg, ecfg, std::move(ccfg), stop_signals);
   if (rc == exit_ok)
     log_line("stopped");
   return rc;

@@ -24,7 +24,13 @@ std::string to_string(const command& cmd) {
       [](const noop&) { return std::string{"noop"}; },
       [](const add_node& c) { return "add " + std::to_string(c.node); },
       [](const remove_node& c) { return "remove " + std::to_string(c.node); },
-      [](const reassign&) { return std::string{"reassign"}; }},
+      [](const reassign&) { return std::string{"reassign"}; },
+      [](const create_map& c) {
+        std::string out = "create " + std::to_string(c.shard_count) + " on ";
+        for (size_t i = 0; i < c.nodes.size(); ++i)
+          out += (i == 0 ? "" : ",") + std::to_string(c.nodes[i]);
+        return out;
+      }},
     cmd);
 }
 
@@ -84,6 +90,12 @@ bool cluster_map::apply(const command& cmd) {
   } else if (auto* rm = std::get_if<remove_node>(&cmd)) {
     if (auto m = find_mut(rm->node); m != members.end())
       m->state = member::status::leaving;
+  } else if (auto* cr = std::get_if<create_map>(&cmd)) {
+    if (shards.empty() && cr->shard_count > 0 && !cr->nodes.empty()) {
+      auto created = create(cr->shard_count, cr->nodes);
+      shards = std::move(created.shards);
+      members = std::move(created.members);
+    }
   } else if (std::holds_alternative<reassign>(cmd)) {
     auto active = active_nodes();
     if (!active.empty()) {

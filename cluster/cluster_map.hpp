@@ -55,10 +55,21 @@ struct noop {
   friend bool operator==(const noop&, const noop&) = default;
 };
 
-/// A change of the map: the commands of the replicated log.
-using command = std::variant<noop, add_node, remove_node, reassign>;
+/// Creates the map of a new cluster: `shard_count` shards placed on
+/// `nodes`, all active. Only the first takes effect, on a map without
+/// shards; later ones change nothing, so a node configured with another
+/// shard count cannot change a cluster's.
+struct create_map {
+  uint32_t shard_count = 0;
+  std::vector<node_id> nodes;
+  friend bool operator==(const create_map&, const create_map&) = default;
+};
 
-/// "add 4", "remove 2", "reassign", "noop": for logs and reports.
+/// A change of the map: the commands of the replicated log.
+using command = std::variant<noop, add_node, remove_node, reassign, create_map>;
+
+/// "add 4", "remove 2", "reassign", "noop", "create 64 on 1,2,3": for
+/// logs and reports.
 std::string to_string(const command& cmd);
 
 /// The coordinator's state machine: the shard map of a cluster, which

@@ -45,7 +45,7 @@ function(dally_layer target)
     endforeach()
   endforeach()
   if(NOT "proto" IN_LIST arg_ALLOWS)
-    foreach(h dally.pb.h dally_api.pb.h)
+    foreach(h dally.pb.h dally_api.pb.h dally_cluster.pb.h)
       _dally_poison_file("${poison}" "proto/${h}"
                          "${arg_FOLDER}/ must not include proto/${h}")
     endforeach()

@@ -6,11 +6,16 @@
 
 namespace dally::logic {
 
-void lease_tracker::shift(int64_t step_ms) {
+void lease_tracker::shift(int64_t step_ms,
+                          const std::function<bool(core::task_id)>& stays) {
   if (step_ms == 0 || heap_.empty())
     return;
   auto all = heap_.pop_due(std::numeric_limits<int64_t>::max(), heap_.size());
   for (const auto& lease : all) {
+    if (stays(lease.id)) {
+      heap_.insert(lease.id, lease.due_ms);
+      continue;
+    }
     auto& m =
       shifted_.try_emplace(lease.id, moved{lease.due_ms, 0}).first->second;
     m.step_ms = core::saturating_add(m.step_ms, step_ms);

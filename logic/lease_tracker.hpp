@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -38,8 +39,10 @@ public:
   }
 
   /// The wall clock stepped by `step_ms` (forward above 0): every lease
-  /// tracked now ends that much later on the new clock.
-  void shift(int64_t step_ms);
+  /// tracked now ends that much later on the new clock, except those for
+  /// which `stays(id)` holds (a delivery not out yet, whose lease starts
+  /// when the clock reads its due time).
+  void shift(int64_t step_ms, const std::function<bool(core::task_id)>& stays);
 
   bool contains(core::task_id id) const { return heap_.contains(id); }
 

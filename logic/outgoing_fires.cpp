@@ -20,6 +20,11 @@ bool outgoing_fires::take_back(core::task_id id) {
   return it != holds_.end() && it->second->cancel();
 }
 
+bool outgoing_fires::waiting(core::task_id id) const {
+  auto it = holds_.find(id);
+  return it != holds_.end() && it->second->pending();
+}
+
 size_t outgoing_fires::held() const noexcept {
   size_t n = 0;
   for (const auto& [id, hold] : holds_)

@@ -65,6 +65,10 @@ public:
 
   bool holds(core::task_id id) const { return holds_.contains(id); }
 
+  /// Whether `id`'s committed delivery waits for its due time, neither
+  /// released nor cancelled yet.
+  bool waiting(core::task_id id) const;
+
   /// Makes sure `id`'s delivery never goes out, if it has not gone out
   /// yet: a fire staged in this batch is dropped at the commit, a held
   /// delivery's hold is cancelled now (so this holds even if the batch's

@@ -84,7 +84,7 @@ void shard_driver::settle(std::span<const verdict> verdicts,
   for (const auto& v : verdicts)
     settle_ids_.push_back(v.ref.id);
   logic_.prefetch(settle_ids_);
-  auto now = wall_.now_ms();
+  auto now = now_ms();
   bool changed = false;
   for (const auto& v : verdicts) {
     auto err =
@@ -123,7 +123,7 @@ void shard_driver::flush(shard_effects& fx) {
   flush_sent_ = false;
   // With sync durability only a commit that someone waits for is fsync'd
   // at once (see shard_logic::commit).
-  auto res = logic_.commit(wall_.now_ms(), held_ > 0);
+  auto res = logic_.commit(now_ms(), held_ > 0);
   answer_held(res.err, fx);
   if (res.err) {
     // The failed write is in doubt: it may still be on disk, and RocksDB
@@ -164,7 +164,7 @@ void shard_driver::maintain(uint64_t generation, shard_effects& fx) {
   if (generation != maintain_generation_)
     return; // Re-armed sooner since.
   maintain_armed_ = false;
-  if (auto err = logic_.maintain(wall_.now_ms())) {
+  if (auto err = logic_.maintain(now_ms())) {
     std::ostringstream out;
     out << "maintenance failed: " << err;
     fx.log = out.str();
@@ -191,10 +191,14 @@ int64_t shard_driver::steady_us() const {
     .count();
 }
 
-/// Reads the wall clock (µs) and tells a step loudly: running leases keep
+int64_t shard_driver::now_ms() {
+  return observe_wall_clock() / 1000;
+}
+
+/// Reads the wall clock (µs) and takes in a step: running leases keep
 /// their length, and after a forward step what the clock now says is due
-/// is paced as overdue work.
-int64_t shard_driver::read_wall_clock(shard_effects& fx) {
+/// is paced as overdue work. The step is told loudly.
+int64_t shard_driver::observe_wall_clock() {
   auto now_us = wall_.now_us();
   auto step_us = steps_.observe(now_us, steady_us());
   if (step_us == 0)
@@ -208,9 +212,22 @@ int64_t shard_driver::read_wall_clock(shard_effects& fx) {
       << (step_us > 0 ? "what is due now fires, paced as overdue work"
                       : "nothing fires before the clock reads its due time")
       << "; running leases keep their length";
-  if (!fx.log.empty())
-    fx.log += "\n";
-  fx.log += out.str();
+  if (!step_log_.empty())
+    step_log_ += "\n";
+  step_log_ += out.str();
+  return now_us;
+}
+
+/// Reads the wall clock (µs) as `observe_wall_clock` does, and puts what
+/// the steps seen since the last effects have to say in `fx`.
+int64_t shard_driver::read_wall_clock(shard_effects& fx) {
+  auto now_us = observe_wall_clock();
+  if (!step_log_.empty()) {
+    if (!fx.log.empty())
+      fx.log += "\n";
+    fx.log += step_log_;
+    step_log_.clear();
+  }
   return now_us;
 }
 

@@ -173,10 +173,17 @@ public:
   /// Replies held.
   size_t held() const noexcept { return held_; }
 
+  /// The wall clock (ms), read through the step watch: every reading a
+  /// request acts on is checked for a step first, so that nothing (a
+  /// lease above all) is worked out on a clock whose step the shard has
+  /// not taken in. A step's log line goes out with the next effects.
+  int64_t now_ms();
+
 private:
   void answer_held(const core::error& err, shard_effects& fx);
   int64_t steady_us() const;
   int64_t read_wall_clock(shard_effects& fx);
+  int64_t observe_wall_clock();
   void arm_maintain(shard_effects& fx);
   void split_deliveries(std::vector<held_delivery>& items, shard_effects& fx);
 
@@ -188,8 +195,10 @@ private:
   bool flush_sent_ = false;
   /// The armed wake-up, at a wall-clock target.
   armed_timer wake_;
-  /// Steps of the wall clock, seen at wake-ups and when arming.
+  /// Steps of the wall clock, seen at every reading.
   clock_step_watch steps_;
+  /// What the last steps seen outside a call with effects have to say.
+  std::string step_log_;
   /// The armed housekeeping: a sooner need re-arms it, and the message of
   /// the generation it replaced is ignored.
   bool maintain_armed_ = false;

@@ -1129,7 +1129,11 @@ int64_t shard_logic::next_wakeup_ms() const {
 }
 
 void shard_logic::wall_clock_stepped(int64_t now_ms, int64_t step_ms) {
-  impl_->leases_.shift(step_ms);
+  // Back: a delivery held for its due time gets its whole lease once the
+  // clock reads that time again.
+  impl_->leases_.shift(step_ms, [this, step_ms](core::task_id id) {
+    return step_ms < 0 && impl_->fires_.waiting(id);
+  });
   if (step_ms > 0)
     impl_->pacer_.clock_stepped(now_ms);
 }

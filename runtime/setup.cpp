@@ -6,6 +6,7 @@
 #include <caf/message.hpp>
 
 #include "core/errc.hpp"
+#include "net/cluster_types.hpp"
 #include "net/error.hpp"
 #include "net/remote.hpp"
 #include "net/type_ids.hpp"
@@ -14,6 +15,7 @@ namespace dally::runtime {
 
 void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::dally>();
+  cfg.add_message_types<caf::id_block::dally_cluster>();
   cfg.add_error_category(net::error_category, [](uint8_t code, caf::atom_value,
                                                  const caf::message& ctx) {
     std::string text = "dally: ";

@@ -259,8 +259,9 @@ std::optional<int64_t> oracle::earliest_retry_ms(const occurrence_state& occ,
                                                  uint64_t reschedules) const {
   // A restart redelivers what was in flight without a write at once, a
   // reschedule moves the task, a dead consumer's deliveries are requeued
-  // at once.
+  // at once, a step back ends a lease before the clock reads its end.
   if (occ.restarts_at_last != restarts_ ||
+      occ.backsteps_at_last != backsteps_ ||
       occ.reschedules_at_last != reschedules || !occ.consumer_alive)
     return std::nullopt;
   if (auto it = deaths_.find(occ.consumer);
@@ -321,6 +322,7 @@ void oracle::record(const delivery_sent& d, task_state& t, const key_state& k,
   occ.last_attempt = d.ref.attempt;
   occ.disturbances_at_last = disturbances_;
   occ.restarts_at_last = restarts_;
+  occ.backsteps_at_last = backsteps_;
   occ.reschedules_at_last = t.reschedules_arrived;
   occ.consumer = d.consumer;
   auto dit = deaths_.find(d.consumer);
@@ -424,7 +426,8 @@ std::optional<violation> oracle::refused(const delivery_ref& d,
   if (moved_unseen(t, *occ))
     return std::nullopt;
   occ->acked = false;
-  if (high_water_ms_ >= occ->lease_lo_ms)
+  if (high_water_ms_ >= occ->lease_lo_ms ||
+      occ->backsteps_at_last != backsteps_)
     return std::nullopt;
   return violation{"lease", describe(d) + ": the engine refused its " + what +
                               " while its clock had read at most " +

@@ -184,6 +184,11 @@ public:
     ++disturbances_;
   }
 
+  /// The wall clock stepped back. A running lease keeps its length across
+  /// the step, so it may end before the clock reads its old end again:
+  /// lease ends are not judged across it.
+  void clock_stepped_back() { ++backsteps_; }
+
   /// The stored record of `id` was damaged while the engine was down.
   void damaged(uint64_t id) { tasks_[id].damaged = true; }
 
@@ -227,6 +232,7 @@ private:
     /// Counters when the last attempt left.
     uint64_t disturbances_at_last = 0;
     uint64_t restarts_at_last = 0;
+    uint64_t backsteps_at_last = 0;
     uint64_t reschedules_at_last = 0;
     uint64_t consumer = 0;
     uint64_t consumer_deaths_at_last = 0;
@@ -304,6 +310,7 @@ private:
   int64_t high_water_ms_ = INT64_MIN;
   uint64_t disturbances_ = 0;
   uint64_t restarts_ = 0;
+  uint64_t backsteps_ = 0;
   uint64_t deliveries_ = 0;
   std::map<uint64_t, uint64_t> deaths_;
   std::map<std::string, key_state> keys_;

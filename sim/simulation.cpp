@@ -994,6 +994,8 @@ void disk_fault(world& w) {
 void clock_step(world& w) {
   auto delta = w.fault_gen.between(-w.params.max_skew_ms, w.params.max_skew_ms);
   auto moved = w.clock.shift(delta);
+  if (moved < 0)
+    w.checks.clock_stepped_back();
   w.event("wall clock steps " + std::to_string(moved) + " ms (offset " +
           std::to_string(w.clock.offset_ms()) + ")");
 }
@@ -1001,6 +1003,8 @@ void clock_step(world& w) {
 /// A step of the wall clock beyond the skew: seconds to hours.
 void clock_jump(world& w, int64_t delta_ms) {
   w.clock.jump(delta_ms);
+  if (delta_ms < 0)
+    w.checks.clock_stepped_back();
   w.event("wall clock jumps " + std::to_string(delta_ms) + " ms (offset " +
           std::to_string(w.clock.offset_ms()) + ")");
 }
@@ -1072,26 +1076,6 @@ int64_t prompt_bound_ms(const sim_params& p) {
     queue_ms = static_cast<int64_t>(p.tasks) * 2 * (p.net_max_delay_ms + 10) /
                p.max_unanswered_per_topic;
   return 120'000 + 3 * p.max_lease_ms + queue_ms;
-}
-
-/// The liveness bound after the heal: every task whose first occurrence
-/// the engine's clock says is due leaves within prompt_bound_ms of the
-/// heal or of its due time, whichever is later.
-void check_prompt(world& w) {
-  auto bound = prompt_bound_ms(w.params);
-  auto now = w.clock.wall_ms(w.true_ms());
-  for (const auto& a : w.checks.awaited_first()) {
-    auto from = std::max(a.due_ms, w.healed_wall_ms);
-    if (now - from < bound)
-      continue;
-    w.fail({"liveness",
-            "task " + std::to_string(a.id) + ": due " +
-              std::to_string(a.due_ms) + ", first occurrence not delivered " +
-              std::to_string(now - from) + " ms after " +
-              (a.due_ms > w.healed_wall_ms ? "its due time" : "the heal") +
-              " (engine clock; bound " + std::to_string(bound) + " ms)"});
-    return;
-  }
 }
 
 /// Asks the engine (directly, no network) for `req`'s answer.
@@ -1174,6 +1158,33 @@ void check_quarantined(world& w, caf::scoped_actor& self) {
                                 std::to_string(stats->pb.quarantined()) +
                                 " quarantined records; " +
                                 std::to_string(w.damaged) + " were damaged"});
+}
+
+/// The liveness bound after the heal: every task whose first occurrence
+/// the engine's clock says is due leaves within prompt_bound_ms of the
+/// heal or of its due time, whichever is later. A task the engine no
+/// longer holds as live (its deliveries were lost on the network until
+/// it was dead-lettered) is for the end check to judge.
+void check_prompt(world& w) {
+  auto bound = prompt_bound_ms(w.params);
+  auto now = w.clock.wall_ms(w.true_ms());
+  for (const auto& a : w.checks.awaited_first()) {
+    auto from = std::max(a.due_ms, w.healed_wall_ms);
+    if (now - from < bound)
+      continue;
+    caf::scoped_actor self{*w.sys};
+    int64_t next_ms = 0;
+    auto state = final_state_of(w, self, a.id, next_ms);
+    if (state && state->first != final_state::live)
+      continue;
+    w.fail({"liveness",
+            "task " + std::to_string(a.id) + ": due " +
+              std::to_string(a.due_ms) + ", first occurrence not delivered " +
+              std::to_string(now - from) + " ms after " +
+              (a.due_ms > w.healed_wall_ms ? "its due time" : "the heal") +
+              " (engine clock; bound " + std::to_string(bound) + " ms)"});
+    return;
+  }
 }
 
 /// After the liveness phase: the end state of every task whose schedule

@@ -130,6 +130,10 @@ void put_command(writer& out, const command& cmd) {
     out.u64(remove->node);
   } else if (std::holds_alternative<cluster::reassign>(cmd)) {
     out.u8(3);
+  } else if (auto* create = std::get_if<cluster::create_map>(&cmd)) {
+    out.u8(4);
+    out.u64(create->shard_count);
+    out.ids(create->nodes);
   } else {
     out.u8(0);
   }
@@ -145,6 +149,14 @@ command get_command(reader& in) {
       return cluster::remove_node{in.id()};
     case 3:
       return cluster::reassign{};
+    case 4: {
+      auto count = in.u64();
+      if (count > std::numeric_limits<uint32_t>::max())
+        in.reject();
+      auto nodes = in.ids();
+      return cluster::create_map{static_cast<uint32_t>(count),
+                                 std::move(nodes)};
+    }
     default:
       in.reject();
       return cluster::noop{};

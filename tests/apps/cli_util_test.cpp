@@ -139,3 +139,26 @@ BOOST_AUTO_TEST_CASE(option_joining) {
   std::vector<std::string> dashes{"--", "--port", "1"};
   BOOST_CHECK(join_option_values(dashes, valued) == dashes);
 }
+
+BOOST_AUTO_TEST_CASE(cluster_seeds) {
+  std::string err;
+  auto seeds = parse_cluster_seeds("1@127.0.0.1:7501,2@localhost:7502", err);
+  BOOST_TEST(err.empty());
+  BOOST_REQUIRE_EQUAL(seeds.size(), 2u);
+  BOOST_TEST(seeds[0].id == 1u);
+  BOOST_TEST(seeds[0].host == "127.0.0.1");
+  BOOST_TEST(seeds[0].port == 7501);
+  BOOST_TEST(seeds[1].id == 2u);
+  BOOST_TEST(seeds[1].host == "localhost");
+  BOOST_TEST(seeds[1].port == 7502);
+  for (const char* bad :
+       {"", "1@127.0.0.1", "127.0.0.1:7501", "0@h:1", "x@h:1", "1@h:0",
+        "1@h:65536", "1@:7501", "1@h:1,", "1@h:1,1@h:2", "1@h:1,2@h:1"}) {
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_TEST(parse_cluster_seeds(bad, err).empty());
+      BOOST_TEST(!err.empty());
+    }
+  }
+  parse_cluster_seeds("1@h:1,1@h:2", err);
+  BOOST_TEST(err == "node id 1 is listed twice");
+}

@@ -97,6 +97,20 @@ BOOST_AUTO_TEST_CASE(every_change_raises_the_epoch_and_noops_do_not) {
   BOOST_TEST(on_four == 16u);
 }
 
+BOOST_AUTO_TEST_CASE(only_the_first_create_makes_the_map) {
+  cluster_map map;
+  BOOST_TEST(!map.apply(create_map{0, {1, 2}}));
+  BOOST_TEST(!map.apply(create_map{8, {}}));
+  BOOST_TEST(map.epoch == 0u);
+  BOOST_TEST(map.apply(create_map{8, {3, 1, 2}}));
+  auto expected = cluster_map::create(8, {1, 2, 3});
+  BOOST_TEST((map == expected));
+  BOOST_TEST(map.epoch == 1u);
+  BOOST_TEST(!map.apply(create_map{16, {1, 2, 3, 4}}));
+  BOOST_TEST((map == expected));
+  BOOST_TEST(to_string(command{create_map{8, {1, 2}}}) == "create 8 on 1,2");
+}
+
 BOOST_AUTO_TEST_CASE(a_leaving_node_keeps_its_shards_until_a_reassign) {
   auto map = cluster_map::create(64, {1, 2, 3});
   BOOST_TEST(map.apply(remove_node{2}));

@@ -316,14 +316,18 @@ BOOST_AUTO_TEST_CASE(a_step_back_and_its_return_strand_nothing) {
 
 namespace {
 
-/// The attempts of what `fx` delivered, taken out as the actor does.
+/// The attempts of what `fx` delivered, taken out as the actor does and
+/// released as a notifier does.
 std::vector<uint32_t> take_attempts(shard_effects& fx) {
   std::vector<uint32_t> out;
   if (!fx.has_deliveries)
     return out;
   for (auto& part : fx.deliveries) {
-    for (const auto& item : part)
+    for (const auto& item : part) {
       out.push_back(item.delivery->id().attempt());
+      if (item.hold)
+        BOOST_TEST(item.hold->claim());
+    }
     part.clear();
   }
   return out;

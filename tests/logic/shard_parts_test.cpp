@@ -173,10 +173,11 @@ BOOST_AUTO_TEST_CASE(lease_tracker_moves_running_leases_with_a_clock_step) {
   logic::lease_tracker leases;
   leases.track(1, t0 + 10);
   leases.track(2, t0 + 20);
-  leases.shift(-3'600'000);
+  auto none = [](core::task_id) { return false; };
+  leases.shift(-3'600'000, none);
   BOOST_TEST(
     (leases.next_due() == std::optional<int64_t>{t0 + 10 - 3'600'000}));
-  leases.shift(1'000);
+  leases.shift(1'000, none);
   std::vector<core::timer_entry> due;
   BOOST_TEST(leases.pop_due(t0 + 10 - 3'599'000, 10, due) == 1u);
   BOOST_REQUIRE(due.size() == 1u);
@@ -197,6 +198,12 @@ BOOST_AUTO_TEST_CASE(lease_tracker_moves_running_leases_with_a_clock_step) {
   leases.put_back(due);
   BOOST_TEST(
     (leases.next_due() == std::optional<int64_t>{t0 + 10 - 3'599'000}));
+  // A lease that stays (its delivery waits for its due time) keeps its
+  // deadline.
+  logic::lease_tracker held;
+  held.track(7, t0 + 70);
+  held.shift(-3'600'000, [](core::task_id id) { return id == 7; });
+  BOOST_TEST((held.next_due() == std::optional<int64_t>{t0 + 70}));
 }
 
 // -- topic_parking ------------------------------------------------------------

@@ -62,7 +62,7 @@ std::vector<log_entry> entries(uint64_t term, uint64_t first, uint64_t n) {
   std::vector<log_entry> xs;
   for (uint64_t i = 0; i < n; ++i) {
     cluster::command cmd;
-    switch ((first + i) % 4) {
+    switch ((first + i) % 5) {
       case 0:
         cmd = cluster::noop{};
         break;
@@ -71,6 +71,9 @@ std::vector<log_entry> entries(uint64_t term, uint64_t first, uint64_t n) {
         break;
       case 2:
         cmd = cluster::remove_node{2};
+        break;
+      case 3:
+        cmd = cluster::create_map{16, {1, 2, 3}};
         break;
       default:
         cmd = cluster::reassign{};
