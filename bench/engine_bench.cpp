@@ -37,7 +37,9 @@
 //     --stream-rate R (instead of F x max) --lead-ms MS (500)
 //     --overload-factor F (1.3; 0: none) a last stream at F x the sustained
 //     rate, to see the engine come back from more load than it can take
-//     (--overload-rate R: at R instead, also without the search)
+//     (--overload-rate R: at R instead, also without the search;
+//     --overload-s S1,S2,...: one such stream of each length in seconds,
+//     default warm-up + measure; --large-pending 0 skips that row)
 //     --dump-lateness PATH (a file per row: due_ms, lateness µs, and
 //     fire_ms - due_ms, when the notifier sent it, per delivery)
 //   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
@@ -165,6 +167,9 @@ struct settings {
   /// The overload stream: this factor of the sustained rate, or this rate.
   double overload_factor = 1.3;
   double overload_rate = 0;
+  /// Lengths in seconds of the overload streams, one row each; empty: one
+  /// of warmup_s + measure_s.
+  std::vector<double> overload_spans_s;
   /// Find the highest stream rate the engine keeps up with and take the
   /// load factor of that (else of the burst throughput).
   bool search = true;
@@ -945,6 +950,16 @@ struct lateness_result {
   /// everything was delivered.
   double stream_cpu_s = 0;
   uint64_t stream_commits = 0;
+  /// Seconds from the producer's last answer until every task was
+  /// delivered (-1: not within drain_wait_ms), and the process CPU seconds
+  /// of those.
+  double drain_s = -1;
+  double drain_cpu_s = 0;
+  /// Seconds from the stream's start until the producer's last answer (a
+  /// producer slowed down by late answers takes longer than the stream),
+  /// and the process's RSS then, in MiB.
+  double producer_s = 0;
+  double producer_rss_mib = 0;
   std::string load;
   storage::durability level = storage::durability::sync;
 };
@@ -1028,6 +1043,10 @@ double wait_idle(milliseconds timeout) {
 
 /// The stream producer's tasks keep at most this many requests open.
 constexpr uint32_t stream_outstanding = 64;
+
+/// How long a stream's tasks may take to be delivered after the producer's
+/// last answer.
+constexpr int64_t drain_wait_ms = 60'000;
 
 lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
                               storage::durability level,
@@ -1141,16 +1160,24 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
   auto steal_before = bench::cpu_times::now();
   bench::timer_probe probe;
   probe.start();
+  auto stream_start = clock_type::now();
   sys.spawn(bench::stream_producer, engine.handle(),
             std::shared_ptr<const bench::stream_plan>(plan), progress);
   if (!bench::wait_until([&] { return progress->done.load(); },
                          milliseconds{measured_ms + 120'000}, milliseconds{5}))
     die("the stream producer did not finish");
-  if (!bench::wait_until(
-        [&] { return tally->delivered >= progress->scheduled; },
-        milliseconds{30'000}, milliseconds{1}))
+  auto answered_at = clock_type::now();
+  auto cpu_answered = cpu_s();
+  out.producer_s = bench::seconds_between(stream_start, answered_at);
+  out.producer_rss_mib = static_cast<double>(bench::rss_kib()) / 1024;
+  if (bench::wait_until([&] { return tally->delivered >= progress->scheduled; },
+                        milliseconds{drain_wait_ms}, milliseconds{1}))
+    out.drain_s = bench::seconds_between(answered_at, clock_type::now());
+  else
     std::cout << "  warning: " << progress->scheduled - tally->delivered
-              << " stream tasks not delivered 30 s after the end" << std::endl;
+              << " stream tasks not delivered " << drain_wait_ms / 1000
+              << " s after the end" << std::endl;
+  out.drain_cpu_s = cpu_s() - cpu_answered;
   probe.stop();
   out.stream_cpu_s = cpu_s() - cpu_before;
   out.steal_stream_percent =
@@ -1300,6 +1327,80 @@ sustained_search find_sustained_rate(const settings& s, double burst_rate,
   return out;
 }
 
+/// CPU µs per delivered task of `r`, the drain included.
+double cpu_us_per_task(const lateness_result& r) {
+  return 1e6 * r.stream_cpu_s /
+         static_cast<double>(std::max<uint64_t>(1, r.delivered));
+}
+
+/// Streams at `rate`, more than the engine can carry, one per length of
+/// --overload-s (sync, nothing else pending, one period each).
+std::vector<lateness_result> overload_rows(const settings& s, double rate,
+                                           const std::filesystem::path& root) {
+  auto spans = s.overload_spans_s;
+  if (spans.empty())
+    spans.push_back(s.warmup_s + s.measure_s);
+  std::vector<lateness_result> out;
+  for (auto span : spans) {
+    auto t = s;
+    t.runs = 1;
+    t.dump_path.clear();
+    t.warmup_s = std::min(s.warmup_s, span / 2);
+    t.measure_s = span - t.warmup_s;
+    std::cout << "overload: stream " << rate_str(rate) << " tasks/s for "
+              << fixed(span, 1) << " s, nothing pending, durability sync"
+              << std::endl;
+    out.push_back(lateness_case(t, 0, rate, storage::durability::sync, root));
+    auto& r = out.back();
+    std::cout << "  delivered " << r.delivered << "/" << r.expected
+              << ", producer done after " << fixed(r.producer_s, 1)
+              << " s (RSS " << fixed(r.producer_rss_mib, 0) << " MiB), drained "
+              << fixed(r.drain_s, 1)
+              << " s after the producer's last answer, CPU "
+              << fixed(cpu_us_per_task(r), 1) << " µs per task ("
+              << fixed(r.drain_cpu_s, 1) << " s of it while draining)"
+              << std::endl;
+  }
+  return out;
+}
+
+std::string overload_md(const settings& s, double rate,
+                        const std::vector<lateness_result>& rows) {
+  std::ostringstream md;
+  md << "\n### Overload\n\n"
+     << "Streams the engine cannot carry, at " << rate_str(rate) << " tasks/s"
+     << (s.overload_rate > 0
+           ? " (set by --overload-rate)"
+           : " (" + fixed(s.overload_factor, 2) + " of the sustained rate)")
+     << ", sync, nothing else pending: they fall behind, and the question is "
+     << "whether they come back. The producer keeps at most "
+     << stream_outstanding << " schedule requests open, and the engine "
+     << "answers a schedule once it is committed, so a slow engine slows it "
+     << "down: producer s is the time from the stream's start until its "
+     << "last answer (against the stream's length), RSS the process's "
+     << "then. Drain: seconds from the producer's last answer "
+     << "until every task was delivered (came back: within 30 s). The "
+     << "latest task's lateness is how far behind it fell; CPU per task "
+     << "(the drain included) compares with the streams above.\n\n"
+     << "| stream s | stream tasks/s | delivered/sent | p50 ms | max ms | "
+        "schedule acked after due | producer s | RSS MiB | drain s | CPU µs "
+        "per task | came back |\n"
+     << "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& r : rows) {
+    auto p = r.periods.empty() ? std::array<int64_t, 4>{} : r.periods[0];
+    bool back = r.delivered >= r.expected && r.drain_s >= 0 && r.drain_s <= 30;
+    md << "| " << fixed(static_cast<double>(r.expected) / rate, 1) << " | "
+       << rate_str(rate) << " | " << r.delivered << "/" << r.expected << " | "
+       << ms_str(p[0]) << " | " << ms_str(p[3]) << " | " << r.acked_after_due
+       << " | " << fixed(r.producer_s, 1) << " | "
+       << fixed(r.producer_rss_mib, 0) << " | "
+       << (r.drain_s >= 0 ? fixed(r.drain_s, 1) : "> 60") << " | "
+       << fixed(cpu_us_per_task(r), 1) << " | " << (back ? "yes" : "**no**")
+       << " |\n";
+  }
+  return md.str();
+}
+
 std::string lateness_section(const settings& s, double burst_rate,
                              const std::filesystem::path& root) {
   std::ostringstream search_md;
@@ -1357,6 +1458,8 @@ std::string lateness_section(const settings& s, double burst_rate,
             << " ms, p99 " << ms_str(fsync[1]) << " ms, max "
             << ms_str(fsync[2]) << " ms" << std::endl;
   for (auto pending : {s.small_pending, s.large_pending}) {
+    if (pending == 0 && !rows.empty())
+      continue;
     std::cout << "lateness with " << pending << " pending tasks, stream "
               << rate_str(rate) << " tasks/s, durability sync" << std::endl;
     rows.push_back(
@@ -1380,15 +1483,9 @@ std::string lateness_section(const settings& s, double burst_rate,
   double over_rate = s.overload_rate;
   if (over_rate <= 0 && s.overload_factor > 0 && s.stream_rate <= 0 && s.search)
     over_rate = std::round(max_rate * s.overload_factor / 1'000) * 1'000;
-  std::optional<lateness_result> over;
-  if (over_rate > 0) {
-    auto t = s;
-    t.runs = 1;
-    t.dump_path.clear();
-    std::cout << "overload: stream " << rate_str(over_rate)
-              << " tasks/s, nothing pending, durability sync" << std::endl;
-    over = lateness_case(t, 0, over_rate, storage::durability::sync, root);
-  }
+  std::vector<lateness_result> over;
+  if (over_rate > 0)
+    over = overload_rows(s, over_rate, root);
   std::ostringstream md;
   md << search_md.str() << "### Firing lateness under load\n\n"
      << "A stream of tasks due at a steady " << rate_str(rate) << " tasks/s ("
@@ -1490,32 +1587,8 @@ std::string lateness_section(const settings& s, double burst_rate,
                ms_str(host_idle_p99) + " ms, above the goal)"
            : "")
      << ".\n";
-  if (over) {
-    auto& r = *over;
-    auto p = r.periods.empty() ? std::array<int64_t, 4>{} : r.periods[0];
-    md << "\n### Overload\n\n"
-       << "A stream the engine cannot carry, at " << rate_str(over_rate)
-       << " tasks/s"
-       << (s.overload_rate > 0
-             ? " (set by --overload-rate)"
-             : " (" + fixed(s.overload_factor, 2) + " of the sustained rate)")
-       << ", sync, nothing else pending, " << s.warmup_s
-       << " s warm-up and one period of " << s.measure_s
-       << " s: it falls behind, and the question is whether it comes back. "
-       << "Came back: every task delivered within 30 s of the producer's "
-       << "last answer. The latest task's lateness is how far behind it "
-       << "fell; its CPU per task compares with the streams above.\n\n"
-       << "| stream tasks/s | delivered/sent | p50 ms | max ms | schedule "
-          "acked after due | CPU µs per task | came back |\n"
-       << "|---:|---:|---:|---:|---:|---:|---|\n"
-       << "| " << rate_str(over_rate) << " | " << r.delivered << "/"
-       << r.expected << " | " << ms_str(p[0]) << " | " << ms_str(p[3]) << " | "
-       << r.acked_after_due << " | "
-       << fixed(1e6 * r.stream_cpu_s /
-                  static_cast<double>(std::max<uint64_t>(1, r.delivered)),
-                1)
-       << " | " << (r.delivered >= r.expected ? "yes" : "**no**") << " |\n";
-  }
+  if (!over.empty())
+    md << overload_md(s, over_rate, over);
   return md.str();
 }
 
@@ -1886,7 +1959,11 @@ settings parse(int argc, char** argv) {
       s.overload_factor = std::stod(next());
     else if (arg == "--overload-rate")
       s.overload_rate = std::stod(next());
-    else if (arg == "--stream-rate")
+    else if (arg == "--overload-s") {
+      std::istringstream list{next()};
+      for (std::string x; std::getline(list, x, ',');)
+        s.overload_spans_s.push_back(std::stod(x));
+    } else if (arg == "--stream-rate")
       s.stream_rate = std::stod(next());
     else if (arg == "--lead-ms")
       s.lead_ms = std::stoll(next());

@@ -409,9 +409,13 @@ core::error shard_logic::impl::fire_backlog(int64_t now_ms, size_t& budget) {
   return {};
 }
 
+/// Pops due entries while they can fire: not while the backlog is full,
+/// nor while every topic is closed waiting for answers (what it popped
+/// then would only be read and parked; it stays in the window until a
+/// topic opens).
 core::error shard_logic::impl::fire_window(int64_t now_ms, int64_t horizon_ms,
                                            size_t& budget) {
-  while (budget > 0 && !pacer_.full()) {
+  while (budget > 0 && !pacer_.full() && !parking_.only_parks()) {
     keys_scratch_.clear();
     auto n =
       window_->pop_due(horizon_ms, std::min(budget, fire_chunk), keys_scratch_);
@@ -629,7 +633,9 @@ int64_t shard_logic::impl::next_wakeup_ms() const {
     return core::min_time_ms;
   auto at = never_ms;
   // With a full backlog popping pauses: only a token brings progress.
-  if (!pacer_.full())
+  // With every topic closed it waits for the answer (a commit) or
+  // announcement that opens one, or for a lease to run out.
+  if (!pacer_.full() && !parking_.only_parks())
     at = opts_.fire_lead_ms > 0 ? look_ahead_at(window_->next_wakeup_ms())
                                 : window_->next_wakeup_ms();
   if (!pacer_.empty())

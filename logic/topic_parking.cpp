@@ -12,6 +12,20 @@ topic_parking::topic_state& topic_parking::topic(const std::string& name) {
   return it->second;
 }
 
+void topic_parking::set_state(topic_state& ts, bool available,
+                              bool saturated) noexcept {
+  bool was_open = ts.available && !ts.saturated;
+  ts.available = available;
+  ts.saturated = saturated;
+  bool is_open = ts.available && !ts.saturated;
+  if (is_open != was_open) {
+    if (is_open)
+      ++open_topics_;
+    else
+      --open_topics_;
+  }
+}
+
 void topic_parking::count_in_flight(core::task_id id,
                                     const std::string& topic_name) {
   auto [it, added] = in_flight_topics_.try_emplace(id, nullptr);
@@ -19,10 +33,11 @@ void topic_parking::count_in_flight(core::task_id id,
     return;
   auto& ts = topic(topic_name);
   it->second = &ts;
-  ++ts.in_flight;
+  if (ts.in_flight++ == 0)
+    ++topics_in_flight_;
   auto cap = opts_.max_unanswered;
   if (cap > 0 && ts.in_flight >= cap)
-    ts.saturated = true;
+    set_state(ts, ts.available, true);
 }
 
 void topic_parking::uncount_in_flight(core::task_id id,
@@ -32,9 +47,10 @@ void topic_parking::uncount_in_flight(core::task_id id,
     return;
   auto& ts = *it->second;
   in_flight_topics_.erase(it);
-  --ts.in_flight;
+  if (--ts.in_flight == 0)
+    --topics_in_flight_;
   if (ts.saturated && ts.in_flight <= opts_.max_unanswered / 2)
-    ts.saturated = false;
+    set_state(ts, ts.available, false);
   if (!ts.saturated && ts.available)
     release_parked(ts, window);
 }
@@ -72,13 +88,13 @@ void topic_parking::set_available(const std::string& name, bool available,
     if (it == topics_.end())
       return; // Unknown topics are unavailable.
     auto& ts = it->second;
-    ts.available = false;
+    set_state(ts, false, ts.saturated);
     if (ts.parked.empty() && ts.dropped == 0 && ts.in_flight == 0)
       topics_.erase(it);
     return;
   }
   auto& ts = topic(name);
-  ts.available = true;
+  set_state(ts, true, ts.saturated);
   if (!ts.saturated)
     release_parked(ts, window);
 }

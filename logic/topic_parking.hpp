@@ -65,6 +65,16 @@ public:
   /// Drops the parked entry of `id`, if any (its record changed).
   void unpark(core::task_id id);
 
+  /// Whether a due task popped now could only be parked: no topic is
+  /// open, and deliveries fired to some topic are unanswered, so an answer
+  /// (or its lease expiry) or a topic's announcement reopens one. Popping
+  /// the due window then only reads records and parks them: a shard behind
+  /// on a saturated topic did that for its whole backlog, over and over,
+  /// and got slower the further behind it was.
+  bool only_parks() const noexcept {
+    return open_topics_ == 0 && topics_in_flight_ > 0;
+  }
+
   /// Whether any entry is parked in memory.
   bool any_parked() const noexcept { return !parked_index_.empty(); }
 
@@ -113,6 +123,7 @@ private:
   };
 
   topic_state& topic(const std::string& name);
+  void set_state(topic_state& ts, bool available, bool saturated) noexcept;
   void release_parked(topic_state& ts, storage::due_window& window);
 
   options opts_;
@@ -127,6 +138,10 @@ private:
   /// Topics whose release waits for the next fire pass.
   std::vector<std::string> deferred_releases_;
   bool reload_pending_ = false;
+  /// Topics that are available and not saturated, and topics with
+  /// deliveries in flight.
+  size_t open_topics_ = 0;
+  size_t topics_in_flight_ = 0;
 };
 
 } // namespace dally::logic

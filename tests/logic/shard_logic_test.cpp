@@ -18,6 +18,7 @@
 
 #include "core/recurrence.hpp"
 #include "core/time_range.hpp"
+#include "logic/record_cache.hpp"
 #include "logic/shard_logic.hpp"
 #include "storage/rocks_task_store.hpp"
 #include "storage/store_options.hpp"
@@ -2644,4 +2645,81 @@ BOOST_FIXTURE_TEST_CASE(tasks_due_soon_fire_without_a_read, fixture) {
   BOOST_TEST(third[0].id().task_id() == moved);
   BOOST_TEST(third[0].due_ms() == target);
   store->fail_reads = false;
+}
+
+BOOST_FIXTURE_TEST_CASE(a_saturated_topic_leaves_its_backlog_in_the_window,
+                        fixture) {
+  // A shard behind on its only topic used to pop its whole due backlog as
+  // soon as the topic saturated, reading every record to park it, and read
+  // it again when the topic took it up: beyond the record cache, two reads
+  // per task instead of one, and more work per task the further behind it
+  // was. While every topic is closed waiting for answers, it pops nothing.
+  constexpr int n = 4000;
+  core::task_record probe;
+  probe.task = make(t0);
+  auto next = opts;
+  next.max_unanswered_per_topic = 64;
+  next.fire_batch = 64;
+  next.record_cache_bytes = 300 * dally::logic::record_cache::footprint(probe);
+  reconfigure(next);
+  std::vector<task_id> ids;
+  for (int i = 0; i < n; ++i) {
+    auto res = logic->schedule(now, make(t0 + 10 + i * 900 / n));
+    BOOST_REQUIRE(res);
+    ids.push_back(res->id);
+    if (i % 64 == 63)
+      BOOST_REQUIRE(commit().empty());
+  }
+  BOOST_REQUIRE(commit().empty());
+  auto reads_before = store->reads;
+  std::vector<task_id> fired;
+  uint64_t most_parked = 0;
+  for (int round = 0; round < n && fired.size() < size_t{n}; ++round) {
+    for (const auto& d : fire_all(t0 + 1'000 + round)) {
+      fired.push_back(d.id().task_id());
+      ack(d);
+    }
+    for (const auto& [topic, count] : logic->waiting())
+      most_parked = std::max(most_parked, count);
+  }
+  BOOST_TEST(fired == ids, boost::test_tools::per_element());
+  // What one pass popped after the topic saturated, not the backlog.
+  BOOST_TEST(most_parked <= 64u);
+  auto reads = store->reads - reads_before;
+  BOOST_TEST_MESSAGE("reads for " << n << " fires: " << reads);
+  // One read per task beyond the cache (its fire; its ack finds the
+  // in-flight record cached); popping to park read 7,400 here.
+  BOOST_TEST(reads <= size_t{n});
+}
+
+BOOST_FIXTURE_TEST_CASE(a_closed_topic_does_not_hold_up_an_open_one, fixture) {
+  // Popping pauses only while no topic can fire: with another topic open,
+  // the saturated topic's due tasks are still popped and parked, and the
+  // open topic's tasks behind them fire.
+  auto next = opts;
+  next.max_unanswered_per_topic = 2;
+  reconfigure(next);
+  logic->set_topic_available("other", true);
+  for (int i = 0; i < 10; ++i)
+    add(t0 + 10 + i);
+  auto other = add(t0 + 50, "o", "other");
+  auto got = fire_all(t0 + 100);
+  BOOST_REQUIRE_EQUAL(got.size(), 3u);
+  BOOST_TEST(got.back().id().task_id() == other);
+  BOOST_TEST(logic->waiting().at("jobs") == 8u);
+  // No topic open and "jobs" waiting for answers: "other" has lost its
+  // consumer, and its next due task stays in the window for now.
+  logic->set_topic_available("other", false);
+  ack(got[2]);
+  add(t0 + 150, "o2", "other");
+  BOOST_TEST(fire_all(t0 + 200).empty());
+  BOOST_TEST(logic->waiting().count("other") == 0u);
+  // Nothing waits for answers any more: every due task is parked, as for
+  // topics without consumers.
+  logic->set_topic_available("jobs", false);
+  ack(got[0]);
+  ack(got[1]);
+  BOOST_TEST(fire_all(t0 + 200).empty());
+  BOOST_TEST(logic->waiting().at("other") == 1u);
+  BOOST_TEST(logic->waiting().at("jobs") == 8u);
 }
