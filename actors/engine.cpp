@@ -21,6 +21,7 @@
 #include "actors/notifier.hpp"
 #include "actors/shard.hpp"
 #include "actors/supervisor.hpp"
+#include "core/task.hpp"
 #include "logic/engine_reports.hpp"
 #include "logic/engine_routing.hpp"
 #include "logic/shard_ownership.hpp"
@@ -674,26 +675,23 @@ caf::message_handler by_task(engine_impl_actor* self) {
   };
 }
 
-/// Subscribes at the registry here, then (unless forwarded) at every other
-/// node; the answer is the registry's.
+/// Subscribes at the registry here (whose answer is the client's) and, on
+/// a cluster node (not open_all_shards) and unless forwarded, at every other
+/// node; a subscription the registry will refuse (a bad topic, no consumer,
+/// batches for a plain consumer) is not repeated. A single node adds no
+/// message to a subscription.
 template<class Consumer>
 void subscribe(engine_impl_actor* self, net::subscribe_request& req,
                Consumer& consumer, bool forwarded) {
   auto& st = self->state;
-  if (forwarded) {
-    self->delegate(st.registry, std::move(req), std::move(consumer));
-    return;
-  }
-  auto rp = self->make_response_promise<net::empty_reply>();
-  remembered_subscription sub{req.pb, caf::actor_cast<caf::actor>(consumer),
-                              std::is_same_v<Consumer, batch_consumer_actor>};
-  self->request(st.registry, caf::infinite, std::move(req), consumer)
-    .then(
-      [self, rp, sub](net::empty_reply& reply) mutable {
-        subscribed(self, std::move(sub));
-        rp.deliver(std::move(reply));
-      },
-      [rp](caf::error& err) mutable { rp.deliver(err); });
+  constexpr bool batch = std::is_same_v<Consumer, batch_consumer_actor>;
+  bool valid = consumer &&
+               !core::validate_topic(req.pb.topic(), st.cfg.shard.limits) &&
+               (batch || req.pb.max_batch() <= 1);
+  if (!forwarded && !st.cfg.open_all_shards && valid)
+    subscribed(self, remembered_subscription{
+                       req.pb, caf::actor_cast<caf::actor>(consumer), batch});
+  self->delegate(st.registry, std::move(req), std::move(consumer));
 }
 
 /// Unsubscribes here, and (unless forwarded) at every other node.
