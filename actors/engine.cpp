@@ -598,6 +598,8 @@ caf::result<map_installed_msg> on_install(engine_impl_actor* self,
   if (!change)
     return net::to_caf(change.err());
   for (auto i : change->close) {
+    if (st.initial_left.erase(i) > 0)
+      check_ready(self);
     st.shards[i] = nullptr;
     st.opening.erase(i);
     st.open_errors.erase(i);
