@@ -105,6 +105,25 @@ struct shard_down_msg {
   caf::error reason;
 };
 
+/// Engine -> supervisor: run shard `index` (the node owns it now). A first
+/// open that finds the store locked is retried with backoff: the shard's
+/// previous owner may not have closed it yet.
+struct open_shard_msg {
+  uint32_t index = 0;
+};
+
+/// Engine -> supervisor: stop shard `index` (the node lost it); the shard
+/// flushes and closes its store, then the supervisor answers with
+/// shard_closed_msg.
+struct close_shard_msg {
+  uint32_t index = 0;
+};
+
+/// Supervisor -> engine: shard `index` is stopped and its store closed.
+struct shard_closed_msg {
+  uint32_t index = 0;
+};
+
 /// Shard -> engine: a shard's numbers, for stats.
 using shard_stats_msg = logic::shard_report;
 
@@ -134,5 +153,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::settle_batch_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumer_down_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_up_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_down_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::open_shard_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::close_shard_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_closed_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_stats_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::notifier_stats_msg)

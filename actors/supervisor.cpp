@@ -24,6 +24,13 @@ struct supervised {
   caf::actor handle;
   bool started_once = false;
   logic::restart_backoff backoff;
+  /// The node owns the shard: it runs, or is restarted.
+  bool active = false;
+  /// Stopping because the node lost it (not restarted on its down).
+  bool closing = false;
+  /// Opened by a map change: a first open that finds the store locked is
+  /// retried (the previous owner is closing it).
+  bool retry_locked = false;
 };
 
 struct supervisor_state {
@@ -62,6 +69,13 @@ void stop(supervisor_actor* self, const caf::exit_msg& msg) {
     self->quit(msg.reason);
 }
 
+/// Whether a shard that never opened its store is tried again: only when
+/// a map change opened it and its store is still locked.
+bool retry_first_open(const supervised& s, const caf::error& reason) {
+  return s.retry_locked &&
+         net::from_caf(reason).code() == core::errc::store_locked;
+}
+
 /// Shard `index` went down: tell the engine, and restart it unless it
 /// never opened its store (restarting will not help then).
 void shard_down(supervisor_actor* self, uint32_t index,
@@ -71,7 +85,7 @@ void shard_down(supervisor_actor* self, uint32_t index,
   s.handle = nullptr;
   auto reason = net::describe(msg.reason);
   self->send(st.engine, shard_down_msg{index, msg.reason});
-  if (!s.started_once)
+  if (!s.started_once && !retry_first_open(s, msg.reason))
     return;
   auto delay = s.backoff.failed(std::chrono::steady_clock::now());
   caf::aout(self) << "dally: shard " << index << " failed (" << reason
@@ -93,11 +107,52 @@ void on_down(supervisor_actor* self, const caf::down_msg& msg) {
       self->quit(st.stop_reason);
     return;
   }
-  shard_down(self, static_cast<uint32_t>(i - st.shards.begin()), msg);
+  auto index = static_cast<uint32_t>(i - st.shards.begin());
+  if (i->closing) {
+    i->handle = nullptr;
+    i->closing = false;
+    self->send(st.engine, shard_closed_msg{index});
+    if (i->active)
+      start(self, index);
+    return;
+  }
+  shard_down(self, index, msg);
+}
+
+/// The node owns shard `index` now.
+void open_shard(supervisor_actor* self, uint32_t index) {
+  auto& st = self->state;
+  if (st.stopping || index >= st.shards.size())
+    return;
+  auto& s = st.shards[index];
+  s.active = true;
+  s.retry_locked = true;
+  if (!s.handle)
+    start(self, index);
+}
+
+/// The node lost shard `index`: stop it (it flushes and closes its store).
+void close_shard(supervisor_actor* self, uint32_t index) {
+  auto& st = self->state;
+  if (st.stopping || index >= st.shards.size())
+    return;
+  auto& s = st.shards[index];
+  s.active = false;
+  s.started_once = false;
+  s.retry_locked = false;
+  if (s.closing)
+    return;
+  if (!s.handle) {
+    self->send(st.engine, shard_closed_msg{index});
+    return;
+  }
+  s.closing = true;
+  self->send_exit(s.handle, caf::exit_reason::user_shutdown);
 }
 
 caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
                               std::vector<shard_setup> shards,
+                              std::vector<bool> active,
                               uint32_t max_restarts_per_minute) {
   auto& st = self->state;
   st.engine = std::move(engine);
@@ -108,14 +163,17 @@ caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
                  false,
                  logic::restart_backoff{max_restarts_per_minute}});
   for (uint32_t i = 0; i < st.shards.size(); ++i)
-    start(self, i);
+    if (i < active.size() && active[i]) {
+      st.shards[i].active = true;
+      start(self, i);
+    }
   self->set_exit_handler([self](const caf::exit_msg& msg) { stop(self, msg); });
   self->set_down_handler(
     [self](const caf::down_msg& msg) { on_down(self, msg); });
   return {
     [self](restart_atom, uint32_t index) {
       if (!self->state.stopping && index < self->state.shards.size() &&
-          !self->state.shards[index].handle)
+          self->state.shards[index].active && !self->state.shards[index].handle)
         start(self, index);
     },
     [self](shard_up_msg& msg) {
@@ -126,6 +184,8 @@ caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
         st.shards[msg.index].backoff.serving();
       }
     },
+    [self](open_shard_msg& msg) { open_shard(self, msg.index); },
+    [self](close_shard_msg& msg) { close_shard(self, msg.index); },
   };
 }
 
@@ -133,9 +193,10 @@ caf::behavior supervisor_impl(supervisor_actor* self, caf::actor engine,
 
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor engine,
                             std::vector<shard_setup> shards,
+                            std::vector<bool> active,
                             uint32_t max_restarts_per_minute) {
   return sys.spawn(supervisor_impl, std::move(engine), std::move(shards),
-                   max_restarts_per_minute);
+                   std::move(active), max_restarts_per_minute);
 }
 
 } // namespace dally::actors

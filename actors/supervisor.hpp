@@ -10,8 +10,9 @@
 
 namespace dally::actors {
 
-/// Spawns the node's supervisor: it starts one shard actor per entry of
-/// `shards`, announces each to `engine` (shard_up_msg) and restarts a shard
+/// Spawns the node's supervisor: it holds the setup of every shard of the
+/// data set (`shards`, by index), starts those `active` marks (the ones the
+/// node owns), announces each to `engine` (shard_up_msg) and restarts a shard
 /// that fails from its store, so that nothing acknowledged is lost: a shard
 /// keeps no state that its store does not have. While a shard is down the
 /// engine answers its requests with `unavailable` (shard_down_msg).
@@ -21,8 +22,14 @@ namespace dally::actors {
 /// shard that fails at the very first start (its store is locked, corrupt
 /// or of another shard count) is not retried: the engine reports the error
 /// to whoever waits for it to become ready.
+///
+/// When the node's shard map changes, the engine sends open_shard_msg and
+/// close_shard_msg: a closed shard flushes and closes its store and is not
+/// restarted (shard_closed_msg to the engine); an opened one whose store is
+/// still locked by its previous owner is retried with the same backoff.
 caf::actor spawn_supervisor(caf::actor_system& sys, caf::actor engine,
                             std::vector<shard_setup> shards,
+                            std::vector<bool> active,
                             uint32_t max_restarts_per_minute);
 
 } // namespace dally::actors

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/delivery_policy.hpp"
+#include "core/placement.hpp"
 #include "core/result.hpp"
 #include "core/task_lifecycle.hpp"
 #include "core/task_limits.hpp"
@@ -108,6 +109,20 @@ struct engine_config {
   /// Fixed when the data directory is created; reopening with another
   /// count fails.
   uint32_t shard_count = 4;
+
+  /// This node's id in its cluster's shard maps (0 for a single node).
+  core::node_id node_id = 0;
+
+  /// True: the engine starts owning every shard (the single-node map at
+  /// epoch 0), as a node outside a cluster. False: it opens no shard until
+  /// it is given a shard map (actors::install_map_msg), and answers every
+  /// task request with `unavailable` until then.
+  bool open_all_shards = true;
+
+  /// How long the engine waits for another node's engine to answer a
+  /// request it forwarded there; then the request fails with `unavailable`
+  /// (it may have been done: retry it with its idempotency key).
+  int64_t forward_timeout_ms = 10'000;
 
   storage::durability durability = storage::durability::sync;
 

@@ -10,9 +10,24 @@ request_router::request_router(core::shard_map map) : map_(std::move(map)) {
   // nop
 }
 
+void request_router::set_turns(std::vector<uint32_t> shards) {
+  auto count = map_.shard_count();
+  std::erase_if(shards, [count](uint32_t s) { return s >= count; });
+  turns_ = std::move(shards);
+  next_ = 0;
+}
+
+uint32_t request_router::current_turn() const noexcept {
+  if (turns_.empty())
+    return map_.shard_count() == 0 ? 0 : next_ % map_.shard_count();
+  return turns_[next_ % turns_.size()];
+}
+
 uint32_t request_router::take_turn() {
-  auto shard = next_;
-  next_ = (next_ + 1) % map_.shard_count();
+  auto shard = current_turn();
+  auto round =
+    turns_.empty() ? map_.shard_count() : static_cast<uint32_t>(turns_.size());
+  next_ = round == 0 ? 0 : (next_ + 1) % round;
   return shard;
 }
 
@@ -31,7 +46,7 @@ uint32_t request_router::shard_for(const v1::ScheduleRequest& req) {
 
 std::vector<batch_part> request_router::split(v1::ScheduleBatchRequest& req) {
   std::map<uint32_t, batch_part> parts;
-  uint32_t unkeyed = next_;
+  uint32_t unkeyed = current_turn();
   bool used_unkeyed = false;
   for (int i = 0; i < req.tasks_size(); ++i) {
     auto& task = *req.mutable_tasks(i);

@@ -23,7 +23,9 @@ struct batch_part {
 /// Where the engine sends each request: tasks by the shard map (an id to
 /// its shard; a new task with an idempotency key to its key's shard, so
 /// that a retry lands where the first try did and gets the same id), other
-/// new tasks round the shards in turn.
+/// new tasks round the shards in turn: every shard, or those set by
+/// `set_turns` (the shards a node of a cluster runs, so that it hands out
+/// ids only in its own shards).
 class request_router {
 public:
   explicit request_router(core::shard_map map);
@@ -37,6 +39,10 @@ public:
     return map_.shard_of(id);
   }
 
+  /// New tasks without a key go round `shards` from now on (none: every
+  /// shard); indexes beyond the shard count are dropped.
+  void set_turns(std::vector<uint32_t> shards);
+
   /// The shard of the new task `req`: its key's, or the next in turn.
   uint32_t shard_for(const v1::ScheduleRequest& req);
 
@@ -45,7 +51,7 @@ public:
   /// split (`split`).
   template<class Up>
   std::optional<uint32_t> whole(const v1::ScheduleBatchRequest& req, Up up) {
-    if (req.tasks_size() == 0 || has_key(req) || !up(next_))
+    if (req.tasks_size() == 0 || has_key(req) || !up(current_turn()))
       return std::nullopt;
     return take_turn();
   }
@@ -57,9 +63,13 @@ public:
 
 private:
   static bool has_key(const v1::ScheduleBatchRequest& req);
+  uint32_t current_turn() const noexcept;
   uint32_t take_turn();
 
   core::shard_map map_;
+  /// The shards new tasks go round; empty: every shard.
+  std::vector<uint32_t> turns_;
+  /// Position in turns_ (or the shard, when turns_ is empty).
   uint32_t next_ = 0;
 };
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <caf/atom.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -47,5 +48,14 @@ using engine_actor = caf::typed_actor<
   caf::replies_to<net::stats_request>::with<net::stats_reply>,
   caf::replies_to<net::dead_letters_request>::with<net::dead_letters_reply>,
   caf::replies_to<net::kick_request>::with<net::change_reply>>;
+
+/// Prefixes a request that one node's engine forwards to the engine of the
+/// node owning the request's shard, as `(forwarded_atom, request)` with the
+/// request's own reply. The receiver serves it from its own shards only and
+/// never forwards it again: a shard it does not run is `unavailable` (two
+/// nodes holding different shard maps would otherwise pass it back and
+/// forth). Subscriptions forwarded so subscribe the consumer at that node
+/// only.
+using forwarded_atom = caf::atom_constant<caf::atom("forwarded")>;
 
 } // namespace dally
