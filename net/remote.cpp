@@ -26,6 +26,8 @@
 #include <caf/send.hpp>
 #include <caf/timespan.hpp>
 
+#include <openssl/err.h>
+
 #include "net/client_guard.hpp"
 #include "net/type_ids.hpp"
 
@@ -84,12 +86,21 @@ public:
 
   net::rw_state read_some(size_t& result, net::native_socket fd, void* buf,
                           size_t len) {
-    return session_->read_some(result, fd, buf, len);
+    ERR_clear_error();
+    auto state = session_->read_some(result, fd, buf, len);
+    ERR_clear_error();
+    return state;
   }
 
+  /// OpenSSL's error queue is the thread's: an error one session leaves
+  /// there (a client that went away) would make CAF's next SSL_get_error
+  /// on another session of this thread, a link to a peer, report a failure
+  /// and close it. So each call starts and ends with an empty queue.
   net::rw_state write_some(size_t& result, net::native_socket fd,
                            const void* buf, size_t len) {
+    ERR_clear_error();
     auto state = session_->write_some(result, fd, buf, len);
+    ERR_clear_error();
     stalled = state == net::rw_state::success && result == 0 && len > 0;
     return state;
   }
