@@ -12,6 +12,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "cluster/peer_monitor.hpp"
@@ -142,15 +143,19 @@ void adopt(cluster_actor* self, node_id peer, caf::actor handle) {
   carry_out(self, st.monitor->on_connected(now_ms(self), peer));
 }
 
-/// Connects to `peer` through the middleman actor, which does not block.
-/// Only seeds of a higher id are dialled: the lower ones dial this node,
-/// since CAF 0.17 drops a second connection between two nodes.
+/// Connects to `peer` through the middleman actor, or with TLS through the
+/// OpenSSL module's: a detached actor of CAF's that does the blocking TCP
+/// connect and handshakes, so this actor does not block. Only seeds of a
+/// higher id are dialled: the lower ones dial this node, since CAF 0.17
+/// drops a second connection between two nodes.
 void dial(cluster_actor* self, node_id peer) {
   auto& st = self->state;
   const auto* seed = find_seed(st.cfg, peer);
   if (peer < st.cfg.self || seed == nullptr)
     return;
-  auto mm = self->system().middleman().actor_handle();
+  auto& sys = self->system();
+  auto mm = st.cfg.tls ? sys.openssl_manager().actor_handle()
+                       : sys.middleman().actor_handle();
   auto timeout =
     std::chrono::milliseconds{st.monitor->config().connect_timeout_ms};
   self->request(mm, timeout, caf::connect_atom::value, seed->host, seed->port)
@@ -300,6 +305,9 @@ caf::expected<caf::actor> spawn_cluster_node(caf::actor_system& sys,
     return caf::make_error(caf::sec::invalid_argument,
                            "node " + std::to_string(cfg.self) +
                              " is not among the cluster seeds");
+  if (cfg.tls && !sys.has_openssl_manager())
+    return caf::make_error(caf::sec::invalid_argument,
+                           "TLS needs CAF's OpenSSL module (net::enable_tls)");
   auto store = storage::rocks_log_store::open(cfg.log_dir, {});
   if (!store)
     return net::to_caf(store.err());

@@ -36,6 +36,10 @@ struct cluster_node_config {
   int64_t unreachable_ms = 1000;
   /// How often the Raft node and the monitor are driven.
   int64_t tick_ms = 20;
+  /// Dial the other seeds with TLS, through the actor of CAF's OpenSSL
+  /// module (net::enable_tls), with the node's own certificate; their
+  /// cluster ports must speak TLS as well.
+  bool tls = false;
   /// Seeds the election timeouts; differ per node and per start.
   uint64_t random_seed = 0;
   /// Told of every committed map, in commit order, on the cluster actor's
@@ -56,7 +60,8 @@ struct cluster_node_config {
 /// coordinator creates the map through the log. Publishing the actor on
 /// its seed address is the caller's. It runs until sent an exit message.
 /// Errors: the log's (corrupt_record, io_error), or a configuration whose
-/// seeds do not include `self` (invalid_argument).
+/// seeds do not include `self` or that asks for TLS without CAF's OpenSSL
+/// module (invalid_argument).
 caf::expected<caf::actor> spawn_cluster_node(caf::actor_system& sys,
                                              cluster_node_config cfg);
 

@@ -32,6 +32,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -1170,13 +1171,14 @@ int cmd_consume(client& c, const command_line& cl) {
 /// The cluster actor a node publishes on its cluster address. CAF 0.17.6
 /// may drop a new connection with connection_timeout before the handshake
 /// (see net::connect_engine); such a connect is tried again until
-/// `deadline`.
+/// `deadline`. With `tls` the node's cluster port must speak TLS.
 caf::expected<caf::actor>
 connect_cluster_node(caf::actor_system& sys, const std::string& host,
-                     uint16_t port,
+                     uint16_t port, bool tls,
                      std::chrono::steady_clock::time_point deadline) {
   for (;;) {
-    auto node = sys.middleman().remote_actor(host, port);
+    auto node = tls ? caf::openssl::remote_actor(sys, host, port)
+                    : sys.middleman().remote_actor(host, port);
     if (node || node.error() != caf::sec::connection_timeout ||
         std::chrono::steady_clock::now() >= deadline)
       return node;
@@ -1234,8 +1236,9 @@ int run_cluster_status(caf::actor_system& sys, const global_options& g) {
   auto connecting = std::make_shared<std::promise<caf::expected<caf::actor>>>();
   auto result = connecting->get_future();
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::thread{[&sys, connecting, host = g.host, port = g.port, deadline] {
-    connecting->set_value(connect_cluster_node(sys, host, port, deadline));
+  std::thread{[&sys, connecting, host = g.host, port = g.port,
+               tls = !g.tls.cert.empty(), deadline] {
+    connecting->set_value(connect_cluster_node(sys, host, port, tls, deadline));
   }}.detach();
   auto where = g.host + ":" + std::to_string(g.port);
   if (result.wait_for(timeout) != std::future_status::ready) {

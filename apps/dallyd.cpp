@@ -622,23 +622,25 @@ net::connection_limits connection_limits_of(const dallyd_config& cfg) {
   return out;
 }
 
-/// The limits and logging of the engine's port.
-net::publish_options publish_options_of(const dallyd_config& cfg) {
+/// The limits, TLS and logging of the engine's port, and of the cluster
+/// port with `prefix` on its log lines.
+net::publish_options publish_options_of(const dallyd_config& cfg,
+                                        const std::string& prefix = "") {
   net::publish_options popts;
   popts.max_message_bytes = cfg.max_message_bytes;
-  popts.on_refused = [](const std::string& peer, uint64_t claimed_bytes) {
-    log_line("dropped the connection from " + peer +
+  popts.on_refused = [prefix](const std::string& peer, uint64_t claimed_bytes) {
+    log_line(prefix + "dropped the connection from " + peer +
              ": its next message claims " + std::to_string(claimed_bytes) +
              " bytes, above --max-message-bytes");
   };
   popts.limits = connection_limits_of(cfg);
   popts.tls = !cfg.tls_cert.empty();
-  popts.on_closed = [limiter = std::make_shared<log_limiter>()](
+  popts.on_closed = [prefix, limiter = std::make_shared<log_limiter>()](
                       const std::string& peer,
                       std::optional<net::close_reason> why) {
-    limiter->log(why ? "closed the connection from " + peer + ": " +
+    limiter->log(why ? prefix + "closed the connection from " + peer + ": " +
                          net::to_string(*why)
-                     : "refused a connection from " + peer +
+                     : prefix + "refused a connection from " + peer +
                          ": --max-connections are open and none is idle");
   };
   return popts;
@@ -671,6 +673,15 @@ to_cluster_config(const dallyd_config& cfg,
                    [&](const auto& s) { return s.id == c.self; }))
     return "--node-id " + std::to_string(cfg.node_id) +
            " is not in --cluster-seeds";
+  const auto& own =
+    *std::find_if(c.seeds.begin(), c.seeds.end(),
+                  [&](const auto& s) { return s.id == c.self; });
+  c.tls = !cfg.tls_cert.empty() || !cfg.tls_key.empty() || !cfg.tls_ca.empty();
+  if (!c.tls && !cfg.insecure && !is_loopback(own.host))
+    return "the cluster address " + own.host +
+           " can be reached from other hosts, and without TLS anyone who "
+           "reaches it can join the cluster's Raft group: give --tls-cert, "
+           "--tls-key and --tls-ca, or --insecure to link without TLS";
   c.shard_count = static_cast<uint32_t>(cfg.cluster_shards);
   c.log_dir = (std::filesystem::path{cfg.data_dir} / "cluster").string();
   c.heartbeat_ms = cfg.heartbeat_ms;
@@ -681,9 +692,11 @@ to_cluster_config(const dallyd_config& cfg,
   return std::nullopt;
 }
 
-/// Starts the cluster node and publishes it on this node's seed address.
+/// Starts the cluster node and publishes it on this node's seed address,
+/// with the engine port's limits and TLS.
 caf::expected<std::pair<caf::actor, uint16_t>>
-start_cluster(caf::actor_system& sys, actors::cluster_node_config ccfg) {
+start_cluster(caf::actor_system& sys, const dallyd_config& cfg,
+              actors::cluster_node_config ccfg) {
   auto self = std::find_if(ccfg.seeds.begin(), ccfg.seeds.end(),
                            [&](const auto& s) { return s.id == ccfg.self; });
   auto host = self->host;
@@ -694,13 +707,15 @@ start_cluster(caf::actor_system& sys, actors::cluster_node_config ccfg) {
   (*node)->attach_functor([](const caf::error& reason) {
     log_line("cluster: the cluster node stopped: " + net::describe(reason));
   });
-  auto bound = sys.middleman().publish(*node, port, host.c_str(), true);
+  auto bound = net::publish_actor(sys, *node, host, port,
+                                  publish_options_of(cfg, "cluster: "));
   if (!bound) {
     caf::anon_send_exit(*node, caf::exit_reason::user_shutdown);
     return std::move(bound.error());
   }
   log_line("cluster: node " + std::to_string(self->id) + " listening on " +
-           host + ":" + std::to_string(*bound));
+           host + ":" + std::to_string(*bound) +
+           (cfg.tls_cert.empty() ? ", without TLS" : ", TLS"));
   return std::make_pair(*node, *bound);
 }
 
@@ -733,7 +748,7 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   }
   std::optional<std::pair<caf::actor, uint16_t>> cluster;
   if (ccfg) {
-    auto started = start_cluster(sys, std::move(*ccfg));
+    auto started = start_cluster(sys, cfg, std::move(*ccfg));
     if (!started) {
       std::cerr << "dallyd: cannot start the cluster node: "
                 << net::describe(started.error()) << "\n";

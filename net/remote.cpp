@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
@@ -24,6 +25,8 @@
 #include <caf/policy/tcp.hpp>
 #include <caf/send.hpp>
 #include <caf/timespan.hpp>
+
+#include <openssl/err.h>
 
 #include "net/client_guard.hpp"
 #include "net/type_ids.hpp"
@@ -83,12 +86,21 @@ public:
 
   net::rw_state read_some(size_t& result, net::native_socket fd, void* buf,
                           size_t len) {
-    return session_->read_some(result, fd, buf, len);
+    ERR_clear_error();
+    auto state = session_->read_some(result, fd, buf, len);
+    ERR_clear_error();
+    return state;
   }
 
+  /// OpenSSL's error queue is the thread's: an error one session leaves
+  /// there (a client that went away) would make CAF's next SSL_get_error
+  /// on another session of this thread, a link to a peer, report a failure
+  /// and close it. So each call starts and ends with an empty queue.
   net::rw_state write_some(size_t& result, net::native_socket fd,
                            const void* buf, size_t len) {
+    ERR_clear_error();
     auto state = session_->write_some(result, fd, buf, len);
+    ERR_clear_error();
     stalled = state == net::rw_state::success && result == 0 && len > 0;
     return state;
   }
@@ -588,20 +600,14 @@ caf::actor basp_broker_of(caf::actor_system& sys) {
   return sys.middleman().named_broker<io::basp_broker>(caf::atom("BASP"));
 }
 
-} // namespace
-
-void enable_network(caf::actor_system_config& cfg) {
-  cfg.load<caf::io::middleman>();
-  using namespace std::chrono;
-  cfg.set("middleman.heartbeat-interval", caf::timespan{seconds{1}});
-  cfg.set("middleman.connection-timeout", caf::timespan{seconds{5}});
-}
-
-caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
-                                       const engine_actor& engine,
-                                       const std::string& address,
-                                       uint16_t port, publish_options opts) {
-  if (!engine)
+/// Publishes `whom` with its message signatures `sigs` behind a
+/// capped_doorman.
+caf::expected<uint16_t> publish_guarded(caf::actor_system& sys,
+                                        caf::strong_actor_ptr whom,
+                                        std::set<std::string> sigs,
+                                        const std::string& address,
+                                        uint16_t port, publish_options opts) {
+  if (!whom)
     return caf::make_error(caf::sec::cannot_publish_invalid_actor);
   if (opts.limits.max_connections == 0 || opts.limits.max_pending == 0)
     return caf::make_error(caf::sec::invalid_argument,
@@ -619,14 +625,37 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
     static_cast<sweeper*>(ptr)->watch(st);
   });
   auto mm = sys.spawn<capped_middleman, caf::hidden>(std::move(basp), st);
-  caf::detail::type_list<engine_actor> tk;
-  auto sigs = sys.message_types(tk);
   auto f = caf::make_function_view(mm);
-  auto result = f(caf::publish_atom::value, port,
-                  caf::actor_cast<caf::strong_actor_ptr>(engine),
+  auto result = f(caf::publish_atom::value, port, std::move(whom),
                   std::move(sigs), address, true);
   caf::anon_send_exit(mm, caf::exit_reason::user_shutdown);
   return result;
+}
+
+} // namespace
+
+void enable_network(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  using namespace std::chrono;
+  cfg.set("middleman.heartbeat-interval", caf::timespan{seconds{1}});
+  cfg.set("middleman.connection-timeout", caf::timespan{seconds{5}});
+}
+
+caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
+                                       const engine_actor& engine,
+                                       const std::string& address,
+                                       uint16_t port, publish_options opts) {
+  caf::detail::type_list<engine_actor> tk;
+  return publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(engine),
+                         sys.message_types(tk), address, port, std::move(opts));
+}
+
+caf::expected<uint16_t> publish_actor(caf::actor_system& sys,
+                                      const caf::actor& whom,
+                                      const std::string& address, uint16_t port,
+                                      publish_options opts) {
+  return publish_guarded(sys, caf::actor_cast<caf::strong_actor_ptr>(whom), {},
+                         address, port, std::move(opts));
 }
 
 caf::expected<engine_actor> connect_engine(caf::actor_system& sys,

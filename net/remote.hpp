@@ -63,6 +63,13 @@ caf::expected<uint16_t> publish_engine(caf::actor_system& sys,
                                        uint16_t port,
                                        publish_options opts = {});
 
+/// Publishes the dynamically typed `whom` (a node's cluster actor) like
+/// `publish_engine`: the same limits, guard and TLS on its own port.
+caf::expected<uint16_t> publish_actor(caf::actor_system& sys,
+                                      const caf::actor& whom,
+                                      const std::string& address, uint16_t port,
+                                      publish_options opts = {});
+
 /// How a client talks to a node.
 struct connect_options {
   /// The node's limit on one message (dallyd --max-message-bytes, default

@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include "certs.hpp"
 #include "node.hpp"
 #include "raw_peer.hpp"
 
@@ -41,44 +42,6 @@ double cpu_seconds(pid_t pid) {
   std::vector<std::string> fields{std::istream_iterator<std::string>{rest}, {}};
   auto ticks = std::stod(fields.at(11)) + std::stod(fields.at(12));
   return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
-/// Runs the openssl command in `dir`; fails the test if it fails.
-void openssl(const temp_dir& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), "/usr/bin/openssl");
-  for (auto& a : args)
-    if (a.rfind("@", 0) == 0)
-      a = dir.str(a.substr(1));
-  auto r = run(args, {}, seconds{60});
-  BOOST_REQUIRE_MESSAGE(r.code == 0, show(r));
-}
-
-/// A certificate authority `name`.pem with its key `name`.key.
-void make_ca(const temp_dir& dir, const std::string& name) {
-  openssl(dir, {"req", "-x509", "-newkey", "ec", "-pkeyopt",
-                "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
-                "@" + name + ".key", "-out", "@" + name + ".pem", "-days", "2",
-                "-subj", "/CN=" + name});
-}
-
-/// A certificate `name`.pem with its key `name`.key, signed by `ca`.
-void make_cert(const temp_dir& dir, const std::string& name,
-               const std::string& ca) {
-  openssl(dir,
-          {"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-           "-nodes", "-keyout", "@" + name + ".key", "-out",
-           "@" + name + ".csr", "-subj", "/CN=" + name});
-  openssl(dir, {"x509", "-req", "-in", "@" + name + ".csr", "-CA",
-                "@" + ca + ".pem", "-CAkey", "@" + ca + ".key",
-                "-CAcreateserial", "-out", "@" + name + ".pem", "-days", "2"});
-}
-
-/// dallyctl's (or dallyd's) TLS options for `cert` and `ca`.
-std::vector<std::string> tls_args(const temp_dir& dir, const std::string& cert,
-                                  const std::string& ca) {
-  return {"--tls-cert", dir.str(cert + ".pem"),
-          "--tls-key",  dir.str(cert + ".key"),
-          "--tls-ca",   dir.str(ca + ".pem")};
 }
 
 /// dallyctl stats against `n` with `extra` options first.
