@@ -276,6 +276,8 @@ struct sample {
   double committed_ms = 0;
   int from = 0;
   int to = 0;
+  /// The coordinator's term before the kill, and the new one's.
+  int64_t term_before = 0;
   int64_t term = 0;
 };
 
@@ -286,7 +288,7 @@ sample failover(cluster3& c, int coord, int64_t term) {
   for (int id = 1; id <= 3; ++id)
     if (id != coord)
       others.push_back(id);
-  sample s{.from = coord};
+  sample s{.from = coord, .term_before = term};
   auto t0 = clock_type::now();
   c.kill9(coord);
   for (;;) {
@@ -346,12 +348,13 @@ options parse_options(int argc, char** argv) {
 }
 
 void report(const std::vector<sample>& samples, double poll_ms) {
-  std::cout << "| kill | from | to | term | elected ms | committed ms |\n"
+  std::cout << "| kill | from | to | terms | elected ms | committed ms |\n"
             << "|---:|---:|---:|---:|---:|---:|\n";
   std::vector<double> committed;
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto& s = samples[i];
-    std::printf("| %zu | %d | %d | %lld | %.0f | %.0f |\n", i + 1, s.from, s.to,
+    std::printf("| %zu | %d | %d | %lld to %lld | %.0f | %.0f |\n", i + 1,
+                s.from, s.to, static_cast<long long>(s.term_before),
                 static_cast<long long>(s.term), s.elected_ms, s.committed_ms);
     committed.push_back(s.committed_ms);
   }
