@@ -58,6 +58,9 @@ struct view {
   int64_t coordinator = 0;
   int64_t epoch = 0;
   int64_t shard_count = 0;
+  int64_t term = 0;
+  /// The term of the newest entry the node knows committed.
+  int64_t commit_term = 0;
   /// By node id: reachable, and shards owned.
   std::map<int64_t, bool> reachable;
   std::map<int64_t, int64_t> shards;
@@ -70,6 +73,8 @@ view parse_view(const std::string& json) {
   v.coordinator = json_number(json, "coordinator");
   v.epoch = json_number(json, "epoch");
   v.shard_count = json_number(json, "shard_count");
+  v.term = json_number(json, "term");
+  v.commit_term = json_number(json, "commit_term");
   for (auto i = json.find("{\"id\":"); i != std::string::npos;
        i = json.find("{\"id\":", i + 1)) {
     auto id = json_number(json, "id", i);
@@ -157,9 +162,12 @@ bool agree(const std::map<int, view>& views) {
   return true;
 }
 
+/// Settled also means the coordinator's no-op of this term is committed
+/// and every node has heard so.
 bool settled(const view& v) {
   return v.coordinator > 0 && v.epoch >= 1 && v.shard_count == 16 &&
-         v.reachable.at(1) && v.reachable.at(2) && v.reachable.at(3);
+         v.term >= 1 && v.commit_term == v.term && v.reachable.at(1) &&
+         v.reachable.at(2) && v.reachable.at(3);
 }
 
 /// All three agree and see each other; the map as node 1 reports it.
