@@ -242,6 +242,11 @@ v1::ClusterStatusReply status(cluster_actor* self) {
   out.set_term(st.raft->term());
   out.set_epoch(map.epoch);
   out.set_shard_count(map.shard_count());
+  auto commit = st.raft->commit_index();
+  const auto& log = st.raft->store();
+  out.set_commit_index(commit);
+  if (commit >= log.last_snapshot().last_index && commit <= log.last_index())
+    out.set_commit_term(log.term_at(commit));
   std::map<node_id, uint32_t> owned;
   for (const auto& s : map.shards)
     ++owned[s.owner];

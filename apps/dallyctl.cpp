@@ -1211,6 +1211,8 @@ void print_cluster_status(const v1::ClusterStatusReply& st, bool json) {
                  .add("epoch", st.epoch())
                  .add("shard_count", st.shard_count())
                  .add_raw("nodes", nodes + "]")
+                 .add("commit_index", st.commit_index())
+                 .add("commit_term", st.commit_term())
                  .str());
     return;
   }

@@ -104,9 +104,12 @@ bool agree(const std::map<int, view>& views) {
   return true;
 }
 
+/// Settled also means the coordinator's no-op of this term is committed
+/// and every node has heard so.
 bool settled(const view& v) {
   return v.coordinator > 0 && v.epoch >= 1 && v.shard_count == 16 &&
-         v.reachable.at(1) && v.reachable.at(2) && v.reachable.at(3);
+         v.term >= 1 && v.commit_term == v.term && v.reachable.at(1) &&
+         v.reachable.at(2) && v.reachable.at(3);
 }
 
 /// All three agree and see each other; the map as node 1 reports it.

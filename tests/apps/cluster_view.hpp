@@ -47,6 +47,9 @@ struct view {
   int64_t coordinator = 0;
   int64_t epoch = 0;
   int64_t shard_count = 0;
+  int64_t term = 0;
+  /// The term of the newest entry the node knows committed.
+  int64_t commit_term = 0;
   /// By node id: reachable, and shards owned.
   std::map<int64_t, bool> reachable;
   std::map<int64_t, int64_t> shards;
@@ -59,6 +62,8 @@ inline view parse_view(const std::string& json) {
   v.coordinator = json_number(json, "coordinator");
   v.epoch = json_number(json, "epoch");
   v.shard_count = json_number(json, "shard_count");
+  v.term = json_number(json, "term");
+  v.commit_term = json_number(json, "commit_term");
   for (auto i = json.find("{\"id\":"); i != std::string::npos;
        i = json.find("{\"id\":", i + 1)) {
     auto id = json_number(json, "id", i);
