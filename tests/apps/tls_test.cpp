@@ -131,6 +131,7 @@ BOOST_AUTO_TEST_CASE(other_hosts_are_served_only_with_tls_or_insecure) {
     BOOST_CHECK_MESSAGE(line && contains(*line, "listening on 0.0.0.0:"),
                         file_text(dir.str("dallyd.log")));
     d.signal(SIGTERM);
-    BOOST_CHECK(d.wait(steady_clock::now() + seconds{30}) == 0);
+    BOOST_CHECK_MESSAGE(d.wait(steady_clock::now() + seconds{30}) == 0,
+                        file_text(dir.str("dallyd.log")));
   }
 }
