@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -13,12 +14,15 @@
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
 #include <caf/openssl/manager.hpp>
-#include <caf/stateful_actor.hpp>
+#include <caf/spawn_options.hpp>
 
+#include "actors/engine.hpp"
+#include "cluster/node_glue.hpp"
 #include "cluster/peer_monitor.hpp"
 #include "cluster/raft_node.hpp"
 #include "net/cluster_types.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "storage/cluster_codec.hpp"
 #include "storage/raft_log_rocks.hpp"
 
@@ -28,6 +32,12 @@ namespace {
 
 using cluster::node_id;
 using tick_atom = caf::atom_constant<caf::atom("ctick")>;
+/// Between cluster actors: (engine_hello_atom, node id, engine_actor, bool),
+/// the sender's node and its engine, and whether the receiver is to name
+/// its own engine back: a node that has just taken a link asks, since the
+/// peer may have kept its end of the link (and its handle) and so would
+/// never name its engine again to a node that forgot it.
+using engine_hello_atom = caf::atom_constant<caf::atom("enghello")>;
 
 struct cluster_state {
   cluster_node_config cfg;
@@ -41,11 +51,17 @@ struct cluster_state {
   uint64_t published_epoch = 0;
   /// The term in which this node last proposed to create the map.
   uint64_t create_term = 0;
+  /// Voters, learners, who dials whom.
+  std::unique_ptr<cluster::membership> members;
+  /// The committed maps on their way into the engine.
+  cluster::map_feed feed;
+  /// The other nodes' engines, and which of them the engine may use.
+  cluster::peer_engines<engine_actor> engines;
 
   static inline const char* name = "dally.cluster";
 };
 
-using cluster_actor = caf::stateful_actor<cluster_state>;
+using cluster_actor = net::owning_actor<cluster_state>;
 
 int64_t now_ms(cluster_actor* self) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -76,11 +92,78 @@ void send_peer(cluster_actor* self, node_id to, v1::PeerMessage pb) {
   if (i == self->state.handles.end())
     return;
   pb.set_from(self->state.cfg.self);
+  if (!self->state.members->is_voter())
+    pb.set_address(self->state.cfg.address);
   self->send(i->second, net::make_wire(std::move(pb)));
+}
+
+std::string list(const std::vector<uint32_t>& xs) {
+  std::string out;
+  for (auto x : xs)
+    out += (out.empty() ? "" : ",") + std::to_string(x);
+  return "[" + out + "]";
+}
+
+/// Installs `map` in the engine, and after its answer the newest map that
+/// came in meanwhile.
+void install(cluster_actor* self, core::shard_map map) {
+  auto epoch = map.epoch;
+  auto next = [self] {
+    if (auto map = self->state.feed.answered())
+      install(self, std::move(*map));
+  };
+  self
+    ->request(caf::actor_cast<caf::actor>(self->state.cfg.engine),
+              caf::infinite, install_map_msg{std::move(map)})
+    .then(
+      [self, next](map_installed_msg& done) {
+        event(self,
+              "engine runs map epoch " + std::to_string(done.epoch) +
+                ": opened " + list(done.opened) + " closed " +
+                list(done.closed) +
+                (done.failed.empty() ? "" : " failed " + list(done.failed)));
+        next();
+      },
+      [self, next, epoch](caf::error& err) {
+        event(self, "the engine refused map epoch " + std::to_string(epoch) +
+                      ": " + net::describe(err));
+        next();
+      });
+}
+
+/// Gives the engine the engines of the reachable peers.
+void push_peers(cluster_actor* self) {
+  auto& st = self->state;
+  if (!st.cfg.engine)
+    return;
+  auto live = st.engines.live();
+  std::string ids;
+  for (const auto& [id, e] : live)
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  event(self, "the engine forwards to the engines of nodes [" + ids + "]");
+  self->send(caf::actor_cast<caf::actor>(st.cfg.engine),
+             set_peers_msg{std::move(live)});
+}
+
+/// Whether messages from `from`, which names its cluster `address`, are
+/// taken (cluster::membership). A new learner is replicated to (when this
+/// node leads) and watched.
+bool admit(cluster_actor* self, node_id from, const std::string& address = {}) {
+  auto& st = self->state;
+  auto a = st.members->admit(from, address);
+  if (a.new_learner) {
+    event(self, "node " + std::to_string(from) + " joins as a learner" +
+                  (address.empty() ? "" : " at " + address));
+    st.raft->add_learner(from);
+    st.monitor->add_peer(from);
+  }
+  return a.take;
 }
 
 void publish_map(cluster_actor* self, const cluster::cluster_map& map) {
   auto& st = self->state;
+  for (const auto& m : map.members)
+    admit(self, m.id);
   if (map.shards.empty() || map.epoch <= st.published_epoch)
     return;
   st.published_epoch = map.epoch;
@@ -88,9 +171,21 @@ void publish_map(cluster_actor* self, const cluster::cluster_map& map) {
                 std::to_string(map.shard_count()) + " shards)");
   if (st.cfg.on_map)
     st.cfg.on_map(map);
+  if (st.cfg.engine)
+    if (auto now = st.feed.offer(map.to_core()))
+      install(self, std::move(*now));
 }
 
 void carry_out(cluster_actor* self, cluster::raft_effects fx, int64_t now);
+
+/// A coordinator proposes to add each learner that is not a member of the
+/// map yet, once per term.
+void propose_joins(cluster_actor* self, int64_t now) {
+  auto& st = self->state;
+  for (auto& join : st.members->joins_due(st.raft->is_leader(), st.raft->term(),
+                                          st.raft->state()))
+    carry_out(self, st.raft->propose(now, std::move(join)), now);
+}
 
 /// Reports a new coordinator; a coordinator of a cluster without a map
 /// proposes to create it, once per term.
@@ -111,6 +206,7 @@ void after_raft(cluster_actor* self, int64_t now) {
                 now, cluster::create_map{st.cfg.shard_count, seed_ids(st.cfg)}),
               now);
   }
+  propose_joins(self, now);
 }
 
 void carry_out(cluster_actor* self, cluster::raft_effects fx, int64_t now) {
@@ -130,7 +226,8 @@ void carry_out(cluster_actor* self,
                const std::vector<cluster::peer_effect>& fx);
 
 /// Takes `handle` as `peer`'s cluster actor (a new one replaces the old:
-/// the peer restarted) and watches it.
+/// the peer restarted, and its engine is new too), watches it and names
+/// this node's engine to it.
 void adopt(cluster_actor* self, node_id peer, caf::actor handle) {
   auto& st = self->state;
   auto i = st.handles.find(peer);
@@ -138,20 +235,24 @@ void adopt(cluster_actor* self, node_id peer, caf::actor handle) {
     return;
   if (i != st.handles.end())
     self->demonitor(i->second);
+  if (st.engines.on_link_lost(peer))
+    push_peers(self);
   self->monitor(handle);
+  if (st.cfg.engine)
+    self->send(handle, engine_hello_atom::value, uint32_t{st.cfg.self},
+               st.cfg.engine, true);
   st.handles[peer] = std::move(handle);
   carry_out(self, st.monitor->on_connected(now_ms(self), peer));
 }
 
 /// Connects to `peer` through the middleman actor, or with TLS through the
 /// OpenSSL module's: a detached actor of CAF's that does the blocking TCP
-/// connect and handshakes, so this actor does not block. Only seeds of a
-/// higher id are dialled: the lower ones dial this node, since CAF 0.17
-/// drops a second connection between two nodes.
+/// connect and handshakes, so this actor does not block. Whom it dials:
+/// cluster::membership.
 void dial(cluster_actor* self, node_id peer) {
   auto& st = self->state;
   const auto* seed = find_seed(st.cfg, peer);
-  if (peer < st.cfg.self || seed == nullptr)
+  if (seed == nullptr || !st.members->dials(peer))
     return;
   auto& sys = self->system();
   auto mm = st.cfg.tls ? sys.openssl_manager().actor_handle()
@@ -190,9 +291,13 @@ void carry_out(cluster_actor* self,
         break;
       case kind::up:
         event(self, "node " + std::to_string(e.peer) + " is reachable");
+        if (self->state.engines.on_reachable(e.peer, true))
+          push_peers(self);
         break;
       case kind::down:
         event(self, "node " + std::to_string(e.peer) + " is unreachable");
+        if (self->state.engines.on_reachable(e.peer, false))
+          push_peers(self);
         break;
     }
   }
@@ -203,7 +308,7 @@ void on_peer_msg(cluster_actor* self, const v1::PeerMessage& pb) {
   if (pb.from() > std::numeric_limits<node_id>::max())
     return;
   auto from = static_cast<node_id>(pb.from());
-  if (from == st.cfg.self || find_seed(st.cfg, from) == nullptr)
+  if (!admit(self, from, pb.address()))
     return;
   if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
     adopt(self, from, std::move(sender));
@@ -220,12 +325,34 @@ void on_peer_msg(cluster_actor* self, const v1::PeerMessage& pb) {
   carry_out(self, st.raft->on_message(now, from, *msg), now);
 }
 
+/// Peer `from`'s cluster actor names its engine, and asks for this node's
+/// when `answer`.
+void on_engine_hello(cluster_actor* self, uint32_t from, engine_actor engine,
+                     bool answer) {
+  auto& st = self->state;
+  if (!engine || !admit(self, from))
+    return;
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  if (sender) {
+    auto known = st.handles.find(from);
+    bool adopting = known == st.handles.end() || known->second != sender;
+    adopt(self, from, sender);
+    if (answer && !adopting && st.cfg.engine)
+      self->send(sender, engine_hello_atom::value, uint32_t{st.cfg.self},
+                 st.cfg.engine, false);
+  }
+  if (st.engines.on_hello(from, std::move(engine)))
+    push_peers(self);
+}
+
 void on_down(cluster_actor* self, const caf::down_msg& dm) {
   auto& st = self->state;
   for (auto i = st.handles.begin(); i != st.handles.end(); ++i) {
     if (i->second.address() == dm.source) {
       auto peer = i->first;
       st.handles.erase(i);
+      if (st.engines.on_link_lost(peer))
+        push_peers(self);
       carry_out(self, st.monitor->on_disconnected(now_ms(self), peer));
       return;
     }
@@ -250,15 +377,35 @@ v1::ClusterStatusReply status(cluster_actor* self) {
   std::map<node_id, uint32_t> owned;
   for (const auto& s : map.shards)
     ++owned[s.owner];
+  auto add = [&](node_id id, std::string address, bool voter) {
+    auto& n = *out.add_nodes();
+    n.set_id(id);
+    n.set_address(std::move(address));
+    n.set_reachable(id == st.cfg.self || st.monitor->reachable(id));
+    n.set_voter(voter);
+    n.set_shards(owned[id]);
+  };
   for (const auto& seed : st.cfg.seeds) {
     if (seed.id != leader)
       out.add_standbys(seed.id);
-    auto& n = *out.add_nodes();
-    n.set_id(seed.id);
-    n.set_address(seed.host + ":" + std::to_string(seed.port));
-    n.set_reachable(seed.id == st.cfg.self || st.monitor->reachable(seed.id));
-    n.set_voter(true);
-    n.set_shards(owned[seed.id]);
+    add(seed.id, seed.host + ":" + std::to_string(seed.port), true);
+  }
+  // Learners: a voter knows those it heard from, every node those in
+  // the map, a learner itself; at the address the map holds, else the one
+  // the learner named.
+  std::set<node_id> learners{st.members->learners().begin(),
+                             st.members->learners().end()};
+  for (const auto& m : map.members)
+    if (!st.members->is_seed(m.id))
+      learners.insert(m.id);
+  if (!st.members->is_voter())
+    learners.insert(st.cfg.self);
+  for (auto id : learners) {
+    const auto* m = map.find(id);
+    auto address = m != nullptr ? m->address : std::string{};
+    if (address.empty())
+      address = id == st.cfg.self ? st.cfg.address : st.members->address_of(id);
+    add(id, std::move(address), false);
   }
   return out;
 }
@@ -273,6 +420,7 @@ caf::behavior cluster_node_impl(cluster_actor* self, cluster_node_config cfg,
   rc.voters = seed_ids(st.cfg);
   rc.seed = st.cfg.random_seed;
   st.raft = std::make_unique<cluster::raft_node>(rc, *st.store, now_ms(self));
+  st.members = std::make_unique<cluster::membership>(rc.self, rc.voters);
   cluster::peer_monitor_config mc;
   mc.heartbeat_ms = st.cfg.heartbeat_ms;
   mc.unreachable_ms = st.cfg.unreachable_ms;
@@ -296,6 +444,10 @@ caf::behavior cluster_node_impl(cluster_actor* self, cluster_node_config cfg,
                          tick_atom::value);
     },
     [self](net::peer_msg& m) { on_peer_msg(self, m.pb); },
+    [self](engine_hello_atom, uint32_t from, engine_actor& engine,
+           bool answer) {
+      on_engine_hello(self, from, std::move(engine), answer);
+    },
     [self](net::cluster_status_request&) {
       return net::make_wire(status(self));
     },
@@ -306,10 +458,9 @@ caf::behavior cluster_node_impl(cluster_actor* self, cluster_node_config cfg,
 
 caf::expected<caf::actor> spawn_cluster_node(caf::actor_system& sys,
                                              cluster_node_config cfg) {
-  if (find_seed(cfg, cfg.self) == nullptr)
+  if (cfg.self == 0 || cfg.seeds.empty())
     return caf::make_error(caf::sec::invalid_argument,
-                           "node " + std::to_string(cfg.self) +
-                             " is not among the cluster seeds");
+                           "a cluster node needs an id above 0 and seeds");
   if (cfg.tls && !sys.has_openssl_manager())
     return caf::make_error(caf::sec::invalid_argument,
                            "TLS needs CAF's OpenSSL module (net::enable_tls)");
@@ -317,7 +468,18 @@ caf::expected<caf::actor> spawn_cluster_node(caf::actor_system& sys,
   if (!store)
     return net::to_caf(store.err());
   std::shared_ptr<storage::rocks_log_store> log = std::move(*store);
-  return sys.spawn(cluster_node_impl, std::move(cfg), std::move(log));
+  return sys.spawn<caf::detached>(cluster_node_impl, std::move(cfg),
+                                  std::move(log));
+}
+
+caf::expected<uint32_t> cluster_shard_count(const std::string& log_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(log_dir, ec) && !ec)
+    return uint32_t{0};
+  auto store = storage::rocks_log_store::open(log_dir, {});
+  if (!store)
+    return net::to_caf(store.err());
+  return cluster::stored_shard_count(**store);
 }
 
 } // namespace dally::actors

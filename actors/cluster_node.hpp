@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include "cluster/cluster_map.hpp"
+#include "net/engine_actor.hpp"
 
 namespace dally::actors {
 
@@ -24,8 +25,18 @@ struct cluster_seed {
 /// What a node's cluster actor needs (docs/cluster.md).
 struct cluster_node_config {
   cluster::node_id self = 0;
-  /// Every voter, this node among them.
+  /// Every voter. A node that is not among them is a learner: it dials
+  /// every seed, and the voters take it in (it joins the map by a
+  /// committed add_node), replicate the log to it and link its engine. It
+  /// never votes or stands, and owns no shard until a reassign gives it
+  /// some (nothing proposes one yet).
   std::vector<cluster_seed> seeds;
+  /// This node's own cluster address, HOST:PORT (a learner's
+  /// --cluster-listen). A learner names it in every message to the seeds,
+  /// and the coordinator commits it with the learner's add_node, so every
+  /// node lists it in its status, also after a restart. A seed's address is
+  /// its entry in `seeds`.
+  std::string address;
   /// The shard count of a new cluster; an existing cluster keeps its own.
   uint32_t shard_count = 64;
   /// The directory of the durable Raft log (rocks_log_store).
@@ -46,6 +57,13 @@ struct cluster_node_config {
   /// thread: the restored map at start (if the cluster has one), then each
   /// change. Must return quickly.
   std::function<void(const cluster::cluster_map&)> on_map;
+  /// This node's engine, started without shards (open_all_shards false)
+  /// and with the cluster's shard count (cluster_shard_count). The
+  /// cluster actor installs every committed map in it (install_map_msg,
+  /// one at a time, only ever a newer one), names it to the other nodes,
+  /// and gives it the engines of the reachable ones (set_peers_msg). Null:
+  /// the cluster runs without an engine.
+  engine_actor engine;
   /// Told of notable events (peers up and down, a new coordinator), one
   /// line each, on the cluster actor's thread.
   std::function<void(const std::string&)> on_event;
@@ -58,11 +76,20 @@ struct cluster_node_config {
 /// per pair of nodes), exchanges heartbeats and Raft messages with them
 /// (net::peer_msg), and answers net::cluster_status_request. The first
 /// coordinator creates the map through the log. Publishing the actor on
-/// its seed address is the caller's. It runs until sent an exit message.
-/// Errors: the log's (corrupt_record, io_error), or a configuration whose
-/// seeds do not include `self` or that asks for TLS without CAF's OpenSSL
-/// module (invalid_argument).
+/// its seed address is the caller's. It runs until sent an exit message,
+/// on a thread of its own, so that shards opening their stores on the
+/// scheduler's threads, or any load on the engine, do not hold up its
+/// heartbeats and elections.
+/// Errors: the log's (corrupt_record, io_error), or a configuration without
+/// seeds, with `self` 0, or that asks for TLS without CAF's OpenSSL module
+/// (invalid_argument).
 caf::expected<caf::actor> spawn_cluster_node(caf::actor_system& sys,
                                              cluster_node_config cfg);
+
+/// The shard count of the cluster whose Raft log is under `log_dir`
+/// (cluster::stored_shard_count), or 0 for a new cluster (no log yet); a node
+/// starts its engine with it before the cluster actor. Errors: the log's, as
+/// spawn_cluster_node.
+caf::expected<uint32_t> cluster_shard_count(const std::string& log_dir);
 
 } // namespace dally::actors

@@ -7,12 +7,12 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
 #include "core/placement.hpp"
 #include "core/task.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
@@ -38,7 +38,7 @@ struct registry_state {
   std::unordered_map<caf::actor_addr, size_t> watched;
 };
 
-using registry_actor = caf::stateful_actor<registry_state>;
+using registry_actor = net::owning_actor<registry_state>;
 
 void publish(registry_actor* self, const std::string& topic) {
   auto& st = self->state;

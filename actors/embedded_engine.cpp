@@ -14,7 +14,8 @@
 namespace dally::actors {
 
 caf::expected<embedded_engine>
-embedded_engine::start(caf::actor_system& sys, logic::engine_config cfg) {
+embedded_engine::start(caf::actor_system& sys, logic::engine_config cfg,
+                       std::shared_ptr<net::front_door> door) {
   if (cfg.data_dir.empty())
     return net::make_caf_error(core::errc::invalid_request,
                                "data_dir is empty");
@@ -27,7 +28,7 @@ embedded_engine::start(caf::actor_system& sys, logic::engine_config cfg) {
     return net::make_caf_error(core::errc::io_error, "cannot create data dir " +
                                                        cfg.data_dir + ": " +
                                                        ec.message());
-  auto handle = spawn_engine(sys, std::move(cfg));
+  auto handle = spawn_engine(sys, std::move(cfg), std::move(door));
   embedded_engine result{&sys, handle};
   caf::error failure;
   caf::scoped_actor self{sys};

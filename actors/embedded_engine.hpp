@@ -1,10 +1,13 @@
 #pragma once
 
+#include <memory>
+
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
 #include "logic/engine_config.hpp"
 #include "net/engine_actor.hpp"
+#include "net/front_door.hpp"
 
 namespace dally::actors {
 
@@ -23,9 +26,10 @@ public:
   /// Creates `cfg.data_dir` if needed and starts the engine. Errors: the
   /// first shard's (store_locked when another process has the data
   /// directory, store_unavailable for another shard count, io_error...),
-  /// invalid_request for an unusable config.
-  static caf::expected<embedded_engine> start(caf::actor_system& sys,
-                                              logic::engine_config cfg);
+  /// invalid_request for an unusable config. `door`: see spawn_engine.
+  static caf::expected<embedded_engine>
+  start(caf::actor_system& sys, logic::engine_config cfg,
+        std::shared_ptr<net::front_door> door = nullptr);
 
   embedded_engine(embedded_engine&&) noexcept = default;
   embedded_engine& operator=(embedded_engine&&) noexcept = default;

@@ -14,7 +14,6 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 
 #include "actors/consumer_registry.hpp"
 #include "actors/messages.hpp"
@@ -24,8 +23,10 @@
 #include "core/task.hpp"
 #include "logic/engine_reports.hpp"
 #include "logic/engine_routing.hpp"
+#include "logic/schedule_admission.hpp"
 #include "logic/shard_ownership.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
@@ -50,6 +51,8 @@ struct engine_state {
   logic::engine_config cfg;
   /// Placement of requests on the shards.
   std::optional<logic::request_router> router;
+  /// New tasks passed to each shard and not answered yet.
+  std::optional<logic::schedule_admission> admission;
   /// Which shards this node runs, by its newest shard map.
   std::optional<logic::shard_ownership> owner;
   /// The engines of the other nodes, by node id.
@@ -82,7 +85,47 @@ struct engine_state {
   caf::error stop_reason;
 };
 
-using engine_impl_actor = caf::stateful_actor<engine_state>;
+/// The engine's actor: it tells its front door of each request it takes
+/// from a client on another node (not an answer, not anonymous: the
+/// requests the listener counts, see net::front_door).
+class engine_impl_actor : public net::owning_actor<engine_state> {
+public:
+  using net::owning_actor<engine_state>::owning_actor;
+
+  caf::invoke_message_result consume(caf::mailbox_element& x) override {
+    // Before the handler, which may move the sender out of `x`.
+    auto counted =
+      door_ && x.sender && x.sender->node() != node() && !x.mid.is_response();
+    handling_counted_ = counted;
+    auto result = net::owning_actor<engine_state>::consume(x);
+    handling_counted_ = false;
+    if (counted && result != caf::invoke_message_result::skipped)
+      door_->on_taken();
+    return result;
+  }
+
+  void set_door(std::shared_ptr<net::front_door> door) {
+    door_ = std::move(door);
+  }
+
+  /// The front door's numbers; all 0 without one.
+  logic::front_door_report door_report() const {
+    if (!door_)
+      return {};
+    // Not the request being handled (a stats request asks this). A request
+    // taken before the listener counted it makes the backlog dip below 0
+    // for a moment.
+    auto waiting = door_->backlog() - (handling_counted_ ? 1 : 0);
+    return {static_cast<uint64_t>(std::max<int64_t>(waiting, 0)),
+            static_cast<uint64_t>(std::max<int64_t>(door_->peak_backlog(), 0)),
+            door_->closings(), door_->stalls()};
+  }
+
+private:
+  std::shared_ptr<net::front_door> door_;
+  /// The request being handled was counted by the door.
+  bool handling_counted_ = false;
+};
 
 /// The reply of each request the engine routes.
 template<class Req>
@@ -157,9 +200,12 @@ void ask_peer(engine_impl_actor* self, core::node_id owner, Req req,
 
 /// Forwards the current request to the shard that owns it: its actor here,
 /// or the engine of its owner, keeping the sender's reply address; fails
-/// with `unavailable` when neither can take it.
+/// with `unavailable` when neither can take it, and with `overloaded` when
+/// its `new_tasks` do not fit in the shard here (its owner elsewhere
+/// decides for itself).
 template<class Msg>
-void route(engine_impl_actor* self, uint32_t index, Msg& msg, bool forwarded) {
+void route(engine_impl_actor* self, uint32_t index, Msg& msg, bool forwarded,
+           size_t new_tasks = 0) {
   using reply_t = typename reply_of<Msg>::type;
   auto d = decide(self, index, forwarded);
   if (d.where == logic::route_decision::kind::forward) {
@@ -180,6 +226,12 @@ void route(engine_impl_actor* self, uint32_t index, Msg& msg, bool forwarded) {
   auto& shard = self->state.shards[index];
   if (!shard) {
     self->make_response_promise().deliver(shard_unavailable(self, index));
+    return;
+  }
+  auto& admission = *self->state.admission;
+  if (new_tasks > 0 && !admission.admit(index, new_tasks)) {
+    self->make_response_promise().deliver(
+      net::to_caf(admission.refusal(index)));
     return;
   }
   self->delegate(shard, std::move(msg));
@@ -241,6 +293,11 @@ void send_part(engine_impl_actor* self, logic::batch_part& part,
     fail_all(shard_unavailable(self, part.shard));
     return;
   }
+  auto& admission = *self->state.admission;
+  if (!admission.admit(part.shard, static_cast<size_t>(sub.pb.tasks_size()))) {
+    fail_all(net::to_caf(admission.refusal(part.shard)));
+    return;
+  }
   self->request(shard, caf::infinite, std::move(sub)).then(fill, fail_all);
 }
 
@@ -255,7 +312,11 @@ void schedule_batch(engine_impl_actor* self, net::schedule_batch_request& req,
   auto whole = st.router->whole(
     req.pb, [&st](uint32_t i) { return st.owner->owns(i) && !!st.shards[i]; });
   if (whole) {
-    self->delegate(st.shards[*whole], std::move(req));
+    if (st.admission->admit(*whole, static_cast<size_t>(req.pb.tasks_size())))
+      self->delegate(st.shards[*whole], std::move(req));
+    else
+      self->make_response_promise().deliver(
+        net::to_caf(st.admission->refusal(*whole)));
     return;
   }
   auto rp = self->make_response_promise<net::schedule_batch_reply>();
@@ -286,6 +347,8 @@ void stats(engine_impl_actor* self) {
   auto acc = std::make_shared<pending>(pending{
     logic::stats_merge{static_cast<uint32_t>(st.shards.size()), st.restarts},
     1 + st.notifiers.size(), rp});
+  acc->merge.add(st.admission->report());
+  acc->merge.add(self->door_report());
   for (auto& s : st.shards)
     if (s)
       ++acc->left;
@@ -473,6 +536,16 @@ void on_settle_batch(engine_impl_actor* self, settle_batch_msg& msg) {
       self->send(st.shards[i], std::move(parts[i]));
 }
 
+/// Counts the answers of shard `msg.index`'s current actor only: an
+/// earlier one's pending tasks were reset when it stopped.
+void on_answered(engine_impl_actor* self, const schedules_answered_msg& msg) {
+  auto& st = self->state;
+  if (msg.index < st.shards.size() && st.shards[msg.index] &&
+      self->current_sender() ==
+        caf::actor_cast<caf::strong_actor_ptr>(st.shards[msg.index]))
+    st.admission->answered(msg.index, msg.tasks);
+}
+
 void on_topic_status(engine_impl_actor* self, topic_status_msg& msg) {
   auto& st = self->state;
   if (msg.available)
@@ -543,6 +616,7 @@ void on_shard_up(engine_impl_actor* self, shard_up_msg& msg) {
   if (msg.index >= st.shards.size() || !st.owner->owns(msg.index))
     return; // lost by a newer map; the supervisor is closing it
   st.shards[msg.index] = msg.shard;
+  st.admission->reset(msg.index);
   for (auto& topic : st.available)
     self->send(msg.shard, topic_status_msg{topic, true});
   bool first = !st.ever_up[msg.index];
@@ -561,6 +635,7 @@ void on_shard_down(engine_impl_actor* self, shard_down_msg& msg) {
   if (msg.index >= st.shards.size())
     return;
   st.shards[msg.index] = nullptr;
+  st.admission->reset(msg.index);
   auto err = net::from_caf(msg.reason);
   auto failure = net::make_caf_error(
     err.code(), "shard " + std::to_string(msg.index) + ": " + err.message());
@@ -601,6 +676,7 @@ caf::result<map_installed_msg> on_install(engine_impl_actor* self,
     if (st.initial_left.erase(i) > 0)
       check_ready(self);
     st.shards[i] = nullptr;
+    st.admission->reset(i);
     st.opening.erase(i);
     st.open_errors.erase(i);
     st.closing.insert(i);
@@ -743,10 +819,10 @@ caf::message_handler subscriptions(engine_impl_actor* self) {
 caf::message_handler spanning_requests(engine_impl_actor* self) {
   return {
     [self](net::schedule_request& req) {
-      route(self, self->state.router->shard_for(req.pb), req, false);
+      route(self, self->state.router->shard_for(req.pb), req, false, 1);
     },
     [self](forwarded_atom, net::schedule_request& req) {
-      route(self, self->state.router->shard_for(req.pb), req, true);
+      route(self, self->state.router->shard_for(req.pb), req, true, 1);
     },
     [self](net::schedule_batch_request& req) {
       schedule_batch(self, req, false);
@@ -759,6 +835,12 @@ caf::message_handler spanning_requests(engine_impl_actor* self) {
       dead_letters(self, req, true);
     },
     [self](net::stats_request&) { stats(self); },
+    [self](net::cluster_map_request&) -> caf::result<net::cluster_map_reply> {
+      auto report = logic::cluster_map_report(*self->state.owner);
+      if (!report)
+        return net::to_caf(report.err());
+      return net::cluster_map_reply{std::move(*report)};
+    },
   };
 }
 
@@ -782,6 +864,7 @@ caf::message_handler node_messages(engine_impl_actor* self) {
     [self](requeue_msg& msg) { tell_owner(self, msg.ref.id, msg); },
     [self](undelivered_msg& msg) { tell_owner(self, msg.ref.id, msg); },
     [self](settle_batch_msg& msg) { on_settle_batch(self, msg); },
+    [self](schedules_answered_msg& msg) { on_answered(self, msg); },
     [self](topic_status_msg& msg) { on_topic_status(self, msg); },
     [self](shard_up_msg& msg) { on_shard_up(self, msg); },
     [self](shard_down_msg& msg) { on_shard_down(self, msg); },
@@ -793,7 +876,9 @@ caf::message_handler node_messages(engine_impl_actor* self) {
   };
 }
 
-caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
+caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg,
+                          std::shared_ptr<net::front_door> door) {
+  self->set_door(std::move(door));
   auto& st = self->state;
   if (!cfg.wall_clock_ms)
     cfg.wall_clock_ms = logic::system_wall_clock_ms;
@@ -807,6 +892,7 @@ caf::behavior engine_impl(engine_impl_actor* self, logic::engine_config cfg) {
   cfg.notifiers = std::max<uint32_t>(1, cfg.notifiers);
   st.cfg = std::move(cfg);
   st.router.emplace(core::shard_map::single_node(st.cfg.shard_count));
+  st.admission.emplace(st.cfg.shard_count, st.cfg.max_pending_per_shard);
   st.owner.emplace(st.cfg.node_id, st.cfg.shard_count, st.cfg.open_all_shards);
   for (auto i : st.owner->owned())
     st.initial_left.insert(i);
@@ -839,8 +925,10 @@ storage::store_options shard_store_options(const logic::engine_config& cfg,
   return out;
 }
 
-engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg) {
-  return caf::actor_cast<engine_actor>(sys.spawn(engine_impl, std::move(cfg)));
+engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg,
+                          std::shared_ptr<net::front_door> door) {
+  return caf::actor_cast<engine_actor>(
+    sys.spawn(engine_impl, std::move(cfg), std::move(door)));
 }
 
 } // namespace dally::actors

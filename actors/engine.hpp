@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -10,6 +11,7 @@
 #include "core/placement.hpp"
 #include "logic/engine_config.hpp"
 #include "net/engine_actor.hpp"
+#include "net/front_door.hpp"
 
 namespace dally::actors {
 
@@ -65,7 +67,13 @@ struct set_peers_msg {
 /// The engine answers (ready_atom) once every shard it owns at start has
 /// opened its store, or with the first shard's error;
 /// `embedded_engine::start` waits for it.
-engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg);
+///
+/// `door`, if given, is the front door of the listener that publishes the
+/// engine (net::publish_options::door): the engine tells it of each
+/// request it takes from a remote client, so that the listener stops
+/// reading clients while too many wait.
+engine_actor spawn_engine(caf::actor_system& sys, logic::engine_config cfg,
+                          std::shared_ptr<net::front_door> door = nullptr);
 
 /// How the engine opens shard `shard`'s store (its directory is
 /// `data_dir/shard-<shard>`), for tools that inspect a stopped node's data.

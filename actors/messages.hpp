@@ -99,6 +99,14 @@ struct shard_up_msg {
   caf::actor shard;
 };
 
+/// Shard -> engine: shard `index` answered `tasks` of the new tasks the
+/// engine passed it (see logic::schedule_admission); sent once per commit
+/// that answers some, and at once for those answered without one.
+struct schedules_answered_msg {
+  uint32_t index = 0;
+  uint64_t tasks = 0;
+};
+
 /// Supervisor -> engine: shard `index` failed and is not restarted (yet).
 struct shard_down_msg {
   uint32_t index = 0;
@@ -153,6 +161,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::settle_batch_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::consumer_down_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_up_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_down_msg)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::schedules_answered_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::open_shard_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::close_shard_msg)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dally::actors::shard_closed_msg)

@@ -8,7 +8,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
-#include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
 #include "core/placement.hpp"
@@ -16,6 +15,7 @@
 #include "logic/armed_timer.hpp"
 #include "logic/consumer_sends.hpp"
 #include "logic/wall_clock.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
@@ -46,7 +46,7 @@ struct notifier_state {
   logic::armed_timer overdue;
 };
 
-using notifier_actor = caf::stateful_actor<notifier_state>;
+using notifier_actor = net::owning_actor<notifier_state>;
 
 void act(notifier_actor* self);
 

@@ -8,13 +8,13 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
 #include "logic/shard_driver.hpp"
 #include "logic/shard_logic.hpp"
 #include "logic/wall_clock.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
@@ -31,6 +31,8 @@ struct shard_state {
   /// Replies held until the batch they depend on is durable, in the order
   /// the driver counted them.
   std::vector<std::function<void(const core::error&)>> held;
+  /// New tasks whose answers are among `held`: answered with them.
+  uint64_t held_tasks = 0;
   logic::shard_effects fx;
   logic::wall_clock clock;
 
@@ -44,7 +46,7 @@ struct shard_state {
   }
 };
 
-using shard_actor = caf::stateful_actor<shard_state>;
+using shard_actor = net::owning_actor<shard_state>;
 
 int64_t wall_now(shard_actor* self) {
   return self->state.driver->now_ms();
@@ -58,6 +60,23 @@ void send_timer(shard_actor* self, const logic::shard_effects::timer& t) {
   else
     self->delayed_send<Priority>(self, std::chrono::microseconds{t.delay_us},
                                  Atom::value, t.generation);
+}
+
+/// Tells the engine that `tasks` new tasks it passed here are answered,
+/// ahead of its queued requests so that its count stays close.
+void report_answered(shard_actor* self, uint64_t tasks) {
+  auto& st = self->state;
+  if (tasks > 0)
+    self->send<caf::message_priority::high>(
+      st.setup.engine, schedules_answered_msg{st.setup.index, tasks});
+}
+
+/// Counts `tasks` new tasks as answered: now, or with the held answers.
+void count_answer(shard_actor* self, bool held, uint64_t tasks) {
+  if (held)
+    self->state.held_tasks += tasks;
+  else
+    report_answered(self, tasks);
 }
 
 /// Carries out what the driver decided (see logic::shard_effects).
@@ -75,6 +94,7 @@ void carry_out(shard_actor* self) {
     st.held.clear();
     for (auto& f : held)
       f(fx.held_error);
+    report_answered(self, std::exchange(st.held_tasks, 0));
   }
   if (fx.restart) {
     self->quit(net::to_caf(fx.restart));
@@ -226,9 +246,13 @@ core::result<logic::scheduled_task> schedule_one(shard_actor* self,
 
 caf::result<net::schedule_reply> on_schedule(shard_actor* self,
                                              net::schedule_request& req) {
+  auto& st = self->state;
   auto res = schedule_one(self, std::move(req.pb), wall_now(self));
-  if (!res)
-    return fail<net::schedule_reply>(self, res.err());
+  if (!res) {
+    bool hold = st.driver->hold_reply(st.fx);
+    count_answer(self, hold, 1);
+    return reply_error<net::schedule_reply>(self, hold, res.err());
+  }
   v1::ScheduleReply pb;
   pb.set_id(res->id);
   pb.set_due_ms(res->due_ms);
@@ -237,12 +261,16 @@ caf::result<net::schedule_reply> on_schedule(shard_actor* self,
     d.flush_soon(fx);
     d.arm(fx);
   });
-  return answer(self, net::schedule_reply{std::move(pb)});
+  bool hold = st.driver->hold_reply(st.fx);
+  count_answer(self, hold, 1);
+  return reply(self, hold, net::schedule_reply{std::move(pb)});
 }
 
 caf::result<net::schedule_batch_reply>
 on_schedule_batch(shard_actor* self, net::schedule_batch_request& req) {
+  auto& st = self->state;
   auto now = wall_now(self);
+  auto tasks = static_cast<uint64_t>(req.pb.tasks_size());
   v1::ScheduleBatchReply pb;
   for (auto& item : *req.pb.mutable_tasks()) {
     auto* out = pb.add_results();
@@ -262,7 +290,9 @@ on_schedule_batch(shard_actor* self, net::schedule_batch_request& req) {
     d.flush_soon(fx);
     d.arm(fx);
   });
-  return answer(self, net::schedule_batch_reply{std::move(pb)});
+  bool hold = st.driver->hold_reply(st.fx);
+  count_answer(self, hold, tasks);
+  return reply(self, hold, net::schedule_batch_reply{std::move(pb)});
 }
 
 caf::result<net::get_reply> on_get(shard_actor* self, net::get_request& req) {

@@ -6,11 +6,11 @@
 #include <caf/actor_ostream.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
-#include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
 #include "logic/restart_backoff.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::actors {
@@ -42,7 +42,7 @@ struct supervisor_state {
   caf::error stop_reason;
 };
 
-using supervisor_actor = caf::stateful_actor<supervisor_state>;
+using supervisor_actor = net::owning_actor<supervisor_state>;
 
 void start(supervisor_actor* self, uint32_t index) {
   auto& s = self->state.shards[index];

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <future>
 #include <iostream>
@@ -34,20 +35,22 @@
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
-#include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "apps/cli_util.hpp"
 #include "core/delivery_policy.hpp"
 #include "core/time_range.hpp"
 #include "net/client_guard.hpp"
+#include "net/cluster_client.hpp"
 #include "net/cluster_types.hpp"
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/remote.hpp"
 #include "net/tls.hpp"
 #include "net/type_ids.hpp"
 #include "runtime/setup.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace dally::apps {
 
@@ -58,13 +61,16 @@ constexpr int exit_failed = 1;
 constexpr int exit_usage = 2;
 constexpr int exit_connect = 3;
 constexpr int exit_not_found = 4;
+constexpr int exit_overloaded = 5;
 
 constexpr uint16_t default_port = 7400;
 
 constexpr const char* help_text =
-  R"(usage: dallyctl [--host H] [--port P] [--json] [--timeout DUR] COMMAND ...
+  R"(usage: dallyctl [--host H] [--port P | --seeds H:P,...] [--json]
+                [--timeout DUR] COMMAND ...
 
-Talks to a dallyd node (default 127.0.0.1:7400).
+Talks to a dallyd node (default 127.0.0.1:7400) or, with --seeds, to a
+cluster through any of its live nodes.
 
 commands:
   schedule --topic T [WHEN] [--payload TEXT] [--key K] [--lease DUR]
@@ -86,8 +92,9 @@ commands:
   kick ID [--at TIME | --in DUR]   revives a dead letter (due now by default)
   stats                       the node's counters
   cluster status              a cluster node's view: each node with its
-      address, whether it is reachable and how many shards it owns, the
-      coordinator and its standbys, the term and the map's epoch. --port
+      address, whether it is reachable, its role (coordinator, standby or
+      learner) and how many shards it owns, the coordinator and its
+      standbys, the term and the map's epoch. --port
       is the node's cluster port (its address in --cluster-seeds), not
       its engine port.
   dead-letters [--after ID] [--limit N]   one page of dead letters
@@ -110,6 +117,15 @@ DUR: plain ms (1500) or number-unit pairs: 500ms, 5s, 2m, 1h, 1d, 1h30m.
 global options (anywhere on the line; --name value or --name=value):
   --host H        node address (default 127.0.0.1)
   --port P        node port (default 7400)
+  --seeds H:P,H:P,...
+                  instead of --host and --port: engine addresses of nodes
+                  of a cluster. dallyctl connects to those it can reach
+                  and sends each request to the node owning its task,
+                  through another node when that one is not reachable,
+                  and retries a request a node refused as not its own
+                  (see docs/cluster.md, "Clients in a cluster"). stats
+                  are those of one node; cluster status takes --host and
+                  --port.
   --json          JSON output: one object per line. Strings are exact for
                   UTF-8 text; other bytes are written as \u00XX and the
                   exact bytes added as base64 in "payload_base64".
@@ -130,6 +146,8 @@ exit codes:
   2  usage error
   3  cannot connect to the node
   4  not found: unknown id (get, kick; revoke/reschedule outcome not_found)
+  5  overloaded: the node holds as much unanswered work as it takes;
+     nothing was done, retry later
 )";
 
 /// A bad command line; run() prints it and exits 2.
@@ -141,6 +159,8 @@ struct usage_error : std::runtime_error {
 struct global_options {
   std::string host = "127.0.0.1";
   uint16_t port = default_port;
+  /// --seeds: nodes of a cluster, used instead of host and port.
+  std::vector<net::seed_address> seeds;
   bool json = false;
   int64_t timeout_ms = 10'000;
   uint64_t max_message_bytes = net::connect_options{}.max_message_bytes;
@@ -243,7 +263,7 @@ net::tls_files tls_files_of(const command_line& cl) {
 const std::set<std::string_view>& global_valued() {
   static const std::set<std::string_view> names{
     "host",     "port",    "timeout", "max-message-bytes",
-    "tls-cert", "tls-key", "tls-ca"};
+    "tls-cert", "tls-key", "tls-ca",  "seeds"};
   return names;
 }
 
@@ -350,6 +370,15 @@ void read_global_options(command_line& cl) {
       throw usage_error{"--port must be in [1, 65535]"};
     cl.global.port = static_cast<uint16_t>(p);
   }
+  if (auto seeds = cl.value("seeds")) {
+    if (cl.value("host") || cl.value("port"))
+      throw usage_error{"--seeds replaces --host and --port; give one or the "
+                        "other"};
+    auto parsed = net::parse_seeds(*seeds);
+    if (!parsed)
+      throw usage_error{"--seeds: " + net::from_caf(parsed.error()).message()};
+    cl.global.seeds = std::move(*parsed);
+  }
   if (auto t = cl.value("timeout")) {
     cl.global.timeout_ms = duration_arg("timeout", *t);
     if (cl.global.timeout_ms < 1)
@@ -394,11 +423,13 @@ void print_line(const std::string& text) {
 }
 
 /// Prints a failed request as "error: <errc>: <message>"; returns the exit
-/// code (4 for not_found, else 1).
+/// code (4 for not_found, 5 for overloaded: retry later, else 1).
 int report(const caf::error& err) {
   auto e = net::from_caf(err);
   std::cerr << "error: " << core::to_string(e.code()) << ": " << e.message()
             << std::endl;
+  if (e.code() == core::errc::overloaded)
+    return exit_overloaded;
   return e.code() == core::errc::not_found ? exit_not_found : exit_failed;
 }
 
@@ -873,6 +904,13 @@ int cmd_stats(client& c, const command_line&) {
     {"shard_restarts", s.shard_restarts()},
     {"memtable_bytes", s.memtable_bytes()},
     {"quarantined", s.quarantined()},
+    {"pending_schedules", s.pending_schedules()},
+    {"peak_pending_per_shard", s.peak_pending_per_shard()},
+    {"overloaded", s.overloaded()},
+    {"front_door_backlog", s.front_door_backlog()},
+    {"front_door_peak_backlog", s.front_door_peak_backlog()},
+    {"front_door_closings", s.front_door_closings()},
+    {"front_door_stalls", s.front_door_stalls()},
   };
   if (c.global().json) {
     json_object obj;
@@ -1020,7 +1058,7 @@ std::string delivery_line(const consume_options& opts, const v1::Delivery& d,
 }
 
 local_consumer::behavior_type
-consumer_fun(local_consumer::stateful_pointer<consumer_state> self,
+consumer_fun(net::owning_actor<consumer_state, local_consumer::base>* self,
              consume_options opts, std::shared_ptr<consume_signals> signals) {
   self->state.opts = std::move(opts);
   self->state.signals = std::move(signals);
@@ -1219,7 +1257,9 @@ void print_cluster_status(const v1::ClusterStatusReply& st, bool json) {
   for (const auto& n : st.nodes())
     print_line("node " + std::to_string(n.id()) + " " + n.address() +
                (n.reachable() ? " reachable" : " unreachable") +
-               (n.id() == st.coordinator() ? " coordinator" : " standby") +
+               (n.id() == st.coordinator() ? " coordinator"
+                : n.voter()                ? " standby"
+                                           : " learner") +
                " shards=" + std::to_string(n.shards()) +
                (n.id() == st.self() ? " (answering)" : ""));
   print_line("coordinator: " + (st.coordinator() == 0
@@ -1268,6 +1308,52 @@ int run_cluster_status(caf::actor_system& sys, const global_options& g) {
 
 // -- main ---------------------------------------------------------------------
 
+/// The node (--host, --port) or, with --seeds, the cluster.
+caf::expected<engine_actor> connect(caf::actor_system& sys,
+                                    const std::string& host, uint16_t port,
+                                    std::vector<net::seed_address> seeds,
+                                    net::connect_options copts) {
+  if (seeds.empty())
+    return net::connect_engine(sys, host, port, copts);
+  net::cluster_options opts;
+  opts.connect = copts;
+  return net::connect_cluster(sys, std::move(seeds), opts);
+}
+
+std::string where_of(const global_options& g) {
+  if (g.seeds.empty())
+    return g.host + ":" + std::to_string(g.port);
+  std::string out;
+  for (const auto& s : g.seeds)
+    out += (out.empty() ? "" : ",") + s.str();
+  return "the cluster (" + out + ")";
+}
+
+/// Connects to the node or cluster of `g`. remote_actor blocks for as long
+/// as the TCP connect and CAF's handshake take (minutes towards a host that
+/// drops packets): after the timeout, the process exits with exit_connect.
+caf::expected<engine_actor> connect_within_timeout(caf::actor_system& sys,
+                                                   const global_options& g) {
+  auto connecting =
+    std::make_shared<std::promise<caf::expected<engine_actor>>>();
+  auto result = connecting->get_future();
+  net::connect_options copts;
+  copts.max_message_bytes = g.max_message_bytes;
+  copts.tls = !g.tls.cert.empty();
+  std::thread{[&sys, connecting, host = g.host, port = g.port, seeds = g.seeds,
+               copts] {
+    connecting->set_value(connect(sys, host, port, seeds, copts));
+  }}.detach();
+  if (result.wait_for(std::chrono::milliseconds{g.timeout_ms}) !=
+      std::future_status::ready) {
+    std::cerr << "error: cannot connect to " << where_of(g)
+              << ": timed out after " << g.timeout_ms << " ms" << std::endl;
+    std::fflush(stdout);
+    std::_Exit(exit_connect);
+  }
+  return result.get();
+}
+
 int dispatch(client& c, const command_line& cl) {
   auto name = cl.spec->name;
   if (name == "schedule")
@@ -1308,6 +1394,9 @@ void validate_offline(const command_line& cl) {
   } else if (name == "cluster") {
     if (cl.args.at(0) != "status")
       throw usage_error{"cluster takes 'status', not '" + cl.args.at(0) + "'"};
+    if (!cl.global.seeds.empty())
+      throw usage_error{"cluster status asks one node's cluster port: give "
+                        "--host and --port, not --seeds"};
   } else if (name == "consume") {
     if (cl.args.at(0).empty())
       throw usage_error{"consume needs a topic"};
@@ -1336,6 +1425,37 @@ void set_up_signals(bool block_stop_signals) {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
+/// How long the actor system may take to stop once the command is done.
+/// Its teardown waits for every actor and connection without a limit (CAF
+/// 0.17) and was seen to hang on loaded machines; what the command had to
+/// say is out by then.
+constexpr auto teardown_limit = std::chrono::seconds{10};
+
+/// Runs the command `cl` names in `sys`; returns the exit code.
+int run_command(caf::actor_system& sys, const command_line& cl) {
+  const auto& g = cl.global;
+  if (cl.spec->name == "cluster")
+    return run_cluster_status(sys, g);
+  auto engine = connect_within_timeout(sys, g);
+  if (!engine) {
+    std::cerr << "error: cannot connect to " << where_of(g) << ": "
+              << net::describe(engine.error()) << std::endl;
+    return exit_connect;
+  }
+  client c{sys, *engine, g};
+  int rc = exit_usage;
+  try {
+    rc = dispatch(c, cl);
+  } catch (const usage_error& e) {
+    std::cerr << "dallyctl: " << e.what() << "\ntry 'dallyctl --help'"
+              << std::endl;
+  }
+  // A cluster client lives until told to stop.
+  if (!g.seeds.empty())
+    caf::anon_send_exit(*engine, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
 int run(int argc, char** argv) {
   command_line cl;
   try {
@@ -1356,44 +1476,18 @@ int run(int argc, char** argv) {
   cfg.set("scheduler.max-threads", 2);
   if (!cl.global.tls.cert.empty())
     net::enable_tls(cfg, cl.global.tls);
+  runtime::watchdog teardown;
   caf::actor_system sys{cfg};
-  const auto& g = cl.global;
-  if (cl.spec->name == "cluster")
-    return run_cluster_status(sys, g);
-  // remote_actor blocks for as long as the TCP connect and CAF's handshake
-  // take (minutes towards a host that drops packets); wait for it no longer
-  // than the timeout.
-  auto connecting =
-    std::make_shared<std::promise<caf::expected<engine_actor>>>();
-  auto result = connecting->get_future();
-  net::connect_options copts;
-  copts.max_message_bytes = g.max_message_bytes;
-  copts.tls = !g.tls.cert.empty();
-  std::thread{[&sys, connecting, host = g.host, port = g.port, copts] {
-    connecting->set_value(net::connect_engine(sys, host, port, copts));
-  }}.detach();
-  auto where = g.host + ":" + std::to_string(g.port);
-  if (result.wait_for(std::chrono::milliseconds{g.timeout_ms}) !=
-      std::future_status::ready) {
-    std::cerr << "error: cannot connect to " << where << ": timed out after "
-              << g.timeout_ms << " ms" << std::endl;
-    std::fflush(stdout);
-    std::_Exit(exit_connect);
-  }
-  auto engine = result.get();
-  if (!engine) {
-    std::cerr << "error: cannot connect to " << where << ": "
-              << net::describe(engine.error()) << std::endl;
-    return exit_connect;
-  }
-  client c{sys, std::move(*engine), g};
-  try {
-    return dispatch(c, cl);
-  } catch (const usage_error& e) {
-    std::cerr << "dallyctl: " << e.what() << "\ntry 'dallyctl --help'"
+  auto rc = run_command(sys, cl);
+  teardown.arm(teardown_limit, [rc] {
+    std::cout.flush();
+    std::cerr << "dallyctl: CAF's actor system did not stop within "
+              << teardown_limit.count() << " s; exiting without it"
               << std::endl;
-    return exit_usage;
-  }
+    std::fflush(nullptr);
+    std::_Exit(rc);
+  });
+  return rc;
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -52,6 +53,7 @@
 #include "runtime/heap_purger.hpp"
 #include "runtime/retained_heap.hpp"
 #include "runtime/setup.hpp"
+#include "runtime/watchdog.hpp"
 
 namespace dally::apps {
 
@@ -90,6 +92,7 @@ public:
   size_t max_in_flight_total = 100'000;
   size_t max_queued_per_topic = 10'000;
   size_t max_unanswered_per_topic = 10'000;
+  size_t max_pending_per_shard = 65'536;
   size_t write_buffer_mb = 16;
   std::string task_memtable = "btree";
   size_t block_cache_mb = 32;
@@ -101,15 +104,18 @@ public:
   size_t handshake_timeout_ms = 5000;
   size_t idle_timeout_ms = 0;
   size_t max_partial_bytes = size_t{256} << 20;
+  size_t max_front_door_backlog = net::front_door::default_max_backlog;
   std::string tls_cert;
   std::string tls_key;
   std::string tls_ca;
   bool insecure = false;
   size_t node_id = 0;
   std::string cluster_seeds;
+  std::string cluster_listen;
   size_t cluster_shards = 64;
   int64_t heartbeat_ms = 200;
   int64_t unreachable_ms = 1000;
+  int64_t forward_timeout_ms = 5000;
 
   dallyd_config() {
     opt_group group{custom_options_, "?dally"};
@@ -129,17 +135,26 @@ public:
 private:
   /// Options of a cluster node (docs/cluster.md); none: a single node.
   void add_cluster_options(opt_group& group) {
-    group.add(node_id, "node-id", "this node's id in --cluster-seeds")
+    group
+      .add(node_id, "node-id",
+           "this node's id: one in --cluster-seeds, or another to join as "
+           "a learner (with --cluster-listen)")
       .add(cluster_seeds, "cluster-seeds",
            "the cluster's voters, ID@HOST:PORT,...: each node's cluster "
            "address, which it listens on for the other nodes")
+      .add(cluster_listen, "cluster-listen",
+           "HOST:PORT: the cluster address of a learner, a node whose id "
+           "is not in --cluster-seeds")
       .add(cluster_shards, "cluster-shards",
            "shard count of a new cluster, fixed when it is created "
            "(default 64)")
       .add(heartbeat_ms, "heartbeat-ms",
            "heartbeats between cluster nodes (default 200)")
       .add(unreachable_ms, "unreachable-ms",
-           "a silent cluster node is unreachable after this (default 1000)");
+           "a silent cluster node is unreachable after this (default 1000)")
+      .add(forward_timeout_ms, "forward-timeout-ms",
+           "a request forwarded to a shard's owner fails with unavailable "
+           "when the owner has not answered within this (default 5000)");
   }
 
   /// Options for where the node keeps its data, where it listens, durability.
@@ -215,7 +230,10 @@ private:
            "consumers' slots (default 10000)")
       .add(max_unanswered_per_topic, "max-unanswered-per-topic",
            "fired and unanswered deliveries per topic across shards; 0: no "
-           "cap (default 10000)");
+           "cap (default 10000)")
+      .add(max_pending_per_shard, "max-pending-per-shard",
+           "new tasks a shard may hold unanswered before schedules for it "
+           "fail with overloaded; 0: no bound (default 65536)");
   }
 
   /// Options for RocksDB's memory and the record cache.
@@ -259,6 +277,10 @@ private:
            "most bytes all connections together may hold in messages they "
            "have begun and not finished sending; a connection that would "
            "take more is closed (default 268435456)")
+      .add(max_front_door_backlog, "max-front-door-backlog",
+           "most client requests read and not yet taken by the engine; "
+           "beyond it the node stops reading clients that send requests "
+           "until the engine has taken half; 0: no bound (default 1024)")
       .add(tls_cert, "tls-cert",
            "PEM certificate (chain) of this node: TLS on the port, with "
            "--tls-key and --tls-ca")
@@ -461,6 +483,7 @@ std::optional<std::string> check_delivery_options(const dallyd_config& cfg,
     return "--max-unanswered-per-topic must be in [0, 2^32)";
   out.max_unanswered_per_topic =
     static_cast<uint32_t>(cfg.max_unanswered_per_topic);
+  out.max_pending_per_shard = cfg.max_pending_per_shard;
   return std::nullopt;
 }
 
@@ -646,6 +669,36 @@ net::publish_options publish_options_of(const dallyd_config& cfg,
   return popts;
 }
 
+/// This node's own cluster address, where it listens for the others: its
+/// seed's, or a learner's --cluster-listen; an error text if it has none
+/// or both.
+std::optional<std::string>
+own_cluster_address(const dallyd_config& cfg,
+                    const actors::cluster_node_config& c,
+                    actors::cluster_seed& out) {
+  auto self = std::find_if(c.seeds.begin(), c.seeds.end(),
+                           [&](const auto& s) { return s.id == c.self; });
+  if (self != c.seeds.end()) {
+    if (!cfg.cluster_listen.empty())
+      return "--cluster-listen is for a learner: node " +
+             std::to_string(c.self) +
+             " listens on its own address in --cluster-seeds";
+    out = *self;
+    return std::nullopt;
+  }
+  if (cfg.cluster_listen.empty())
+    return "--node-id " + std::to_string(c.self) +
+           " is not in --cluster-seeds: give --cluster-listen HOST:PORT to "
+           "join as a learner";
+  std::string err;
+  auto spec =
+    parse_cluster_seeds(std::to_string(c.self) + "@" + cfg.cluster_listen, err);
+  if (!err.empty() || spec.size() != 1)
+    return "--cluster-listen must be HOST:PORT: " + err;
+  out = actors::cluster_seed{c.self, spec.front().host, spec.front().port};
+  return std::nullopt;
+}
+
 /// The cluster node's settings, left empty for a single node (no cluster
 /// option given); an error text on a bad value.
 std::optional<std::string>
@@ -663,19 +716,19 @@ to_cluster_config(const dallyd_config& cfg,
     return "--cluster-shards must be in [1, 65536]";
   if (cfg.heartbeat_ms < 1 || cfg.unreachable_ms <= cfg.heartbeat_ms)
     return "--heartbeat-ms must be at least 1 and below --unreachable-ms";
+  if (cfg.forward_timeout_ms < 100 || cfg.forward_timeout_ms > 3'600'000)
+    return "--forward-timeout-ms must be in [100, 3600000]";
   actors::cluster_node_config c;
   c.self = static_cast<cluster::node_id>(cfg.node_id);
   for (auto& s : seeds)
     c.seeds.push_back(
       {static_cast<cluster::node_id>(s.id), std::move(s.host), s.port});
-  if (c.self != cfg.node_id ||
-      std::none_of(c.seeds.begin(), c.seeds.end(),
-                   [&](const auto& s) { return s.id == c.self; }))
-    return "--node-id " + std::to_string(cfg.node_id) +
-           " is not in --cluster-seeds";
-  const auto& own =
-    *std::find_if(c.seeds.begin(), c.seeds.end(),
-                  [&](const auto& s) { return s.id == c.self; });
+  if (c.self != cfg.node_id)
+    return "--node-id is too large";
+  actors::cluster_seed own;
+  if (auto why = own_cluster_address(cfg, c, own))
+    return why;
+  c.address = own.host + ":" + std::to_string(own.port);
   c.tls = !cfg.tls_cert.empty() || !cfg.tls_key.empty() || !cfg.tls_ca.empty();
   if (!c.tls && !cfg.insecure && !is_loopback(own.host))
     return "the cluster address " + own.host +
@@ -697,10 +750,10 @@ to_cluster_config(const dallyd_config& cfg,
 caf::expected<std::pair<caf::actor, uint16_t>>
 start_cluster(caf::actor_system& sys, const dallyd_config& cfg,
               actors::cluster_node_config ccfg) {
-  auto self = std::find_if(ccfg.seeds.begin(), ccfg.seeds.end(),
-                           [&](const auto& s) { return s.id == ccfg.self; });
-  auto host = self->host;
-  auto port = self->port;
+  actors::cluster_seed self;
+  static_cast<void>(own_cluster_address(cfg, ccfg, self)); // checked before
+  auto host = self.host;
+  auto port = self.port;
   auto node = actors::spawn_cluster_node(sys, std::move(ccfg));
   if (!node)
     return std::move(node.error());
@@ -713,21 +766,47 @@ start_cluster(caf::actor_system& sys, const dallyd_config& cfg,
     caf::anon_send_exit(*node, caf::exit_reason::user_shutdown);
     return std::move(bound.error());
   }
-  log_line("cluster: node " + std::to_string(self->id) + " listening on " +
+  log_line("cluster: node " + std::to_string(self.id) + " listening on " +
            host + ":" + std::to_string(*bound) +
            (cfg.tls_cert.empty() ? ", without TLS" : ", TLS"));
   return std::make_pair(*node, *bound);
 }
 
-/// Runs the node until SIGINT or SIGTERM; the actor system is gone (every
-/// actor done, every connection closed) when it returns.
-int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
-          std::optional<actors::cluster_node_config> ccfg,
-          const sigset_t& stop_signals) {
-  caf::actor_system sys{cfg};
+/// A cluster node's engine runs the shards the committed maps give it, out
+/// of the cluster's shard count: the one its Raft log already knows, else
+/// --cluster-shards; it forwards with --forward-timeout-ms. An error text
+/// if the log cannot be read.
+std::optional<std::string>
+to_cluster_engine(const dallyd_config& cfg,
+                  const actors::cluster_node_config& ccfg,
+                  logic::engine_config& ecfg) {
+  auto stored = actors::cluster_shard_count(ccfg.log_dir);
+  if (!stored)
+    return "cannot read the cluster log in " + ccfg.log_dir + ": " +
+           net::describe(stored.error());
+  ecfg.shard_count = *stored > 0 ? *stored : ccfg.shard_count;
+  ecfg.node_id = ccfg.self;
+  ecfg.open_all_shards = false;
+  ecfg.forward_timeout_ms = cfg.forward_timeout_ms;
+  log_line("cluster: node " + std::to_string(ccfg.self) + ", " +
+           std::to_string(ecfg.shard_count) + " shards" +
+           (*stored > 0 ? " (the cluster's)" : " (--cluster-shards)") +
+           "; its engine opens the shards the committed map gives it");
+  return std::nullopt;
+}
+
+/// Runs the node in `sys` until SIGINT or SIGTERM; the engine's stores are
+/// closed when it returns.
+int run_node(caf::actor_system& sys, dallyd_config& cfg,
+             const logic::engine_config& ecfg,
+             std::optional<actors::cluster_node_config> ccfg,
+             const sigset_t& stop_signals) {
   log_line("scheduler: " + runtime::describe_scheduler(sys));
   auto t0 = std::chrono::steady_clock::now();
-  auto engine = actors::embedded_engine::start(sys, ecfg);
+  std::shared_ptr<net::front_door> door;
+  if (cfg.max_front_door_backlog > 0)
+    door = std::make_shared<net::front_door>(cfg.max_front_door_backlog);
+  auto engine = actors::embedded_engine::start(sys, ecfg, door);
   if (!engine) {
     std::cerr << "dallyd: cannot start the engine on " << cfg.data_dir << ": "
               << net::describe(engine.error()) << "\n";
@@ -737,9 +816,12 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
                     std::chrono::steady_clock::now() - t0)
                     .count();
   log_line("engine started in " + std::to_string(start_ms) + " ms");
-  log_recovery(sys, engine->handle());
+  if (!ccfg) // a cluster node's engine opens its shards later
+    log_recovery(sys, engine->handle());
+  auto popts = publish_options_of(cfg);
+  popts.door = door;
   auto port = net::publish_engine(sys, engine->handle(), cfg.address, cfg.port,
-                                  publish_options_of(cfg));
+                                  std::move(popts));
   if (!port) {
     std::cerr << "dallyd: cannot listen on " << cfg.address << ":" << cfg.port
               << ": " << net::describe(port.error()) << "\n";
@@ -748,6 +830,7 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   }
   std::optional<std::pair<caf::actor, uint16_t>> cluster;
   if (ccfg) {
+    ccfg->engine = engine->handle();
     auto started = start_cluster(sys, cfg, std::move(*ccfg));
     if (!started) {
       std::cerr << "dallyd: cannot start the cluster node: "
@@ -780,6 +863,30 @@ int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
   engine->stop();
   log_line("engine stopped, stores closed");
   return exit_ok;
+}
+
+/// How long the actor system may take to stop once the stores are closed.
+constexpr auto teardown_limit = std::chrono::seconds{10};
+
+/// Runs the node until SIGINT or SIGTERM; the actor system is gone when it
+/// returns. Its teardown waits for every actor and connection without a
+/// limit (CAF 0.17), and once hung past teardown_limit (seen on loaded
+/// machines, cause not found) the process logs its threads and exits: the
+/// stores are closed by then, so nothing acknowledged is at stake.
+int serve(dallyd_config& cfg, const logic::engine_config& ecfg,
+          std::optional<actors::cluster_node_config> ccfg,
+          const sigset_t& stop_signals) {
+  runtime::watchdog teardown;
+  caf::actor_system sys{cfg};
+  auto rc = run_node(sys, cfg, ecfg, std::move(ccfg), stop_signals);
+  teardown.arm(teardown_limit, [rc] {
+    log_line("shutdown: CAF's actor system did not stop within " +
+             std::to_string(teardown_limit.count()) +
+             " s; the stores are closed, exiting without it; threads: " +
+             runtime::describe_threads());
+    std::_Exit(rc);
+  });
+  return rc;
 }
 
 int run(int argc, char** argv) {
@@ -841,6 +948,10 @@ int run(int argc, char** argv) {
     purger.emplace(runtime::heap_purger::options{});
     log_line("heap: freed pages go back to the OS within 250 ms of the "
              "process going idle (under 5% of a core)");
+  }
+  if (auto err = ccfg ? to_cluster_engine(cfg, *ccfg, ecfg) : std::nullopt) {
+    std::cerr << "dallyd: " << *err << "\n";
+    return exit_start_failed;
   }
   auto rc = serve(cfg, ecfg, std::move(ccfg), stop_signals);
   if (rc == exit_ok)

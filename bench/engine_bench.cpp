@@ -19,7 +19,8 @@
 //     fresh child process.
 //
 // Usage: dally-engine-bench [--quick] [--md FILE] [--dir DIR]
-//   --only throughput,lateness,rss   sections to run (default: all)
+//   --only throughput,lateness,open-loop,rss   sections to run (default:
+//     throughput,lateness,rss)
 //   --runs N          throughput runs per cell, lateness periods (3)
 //   --shards N, --notifiers N, --caf-threads N (0: CAF's default)
 //   --write-buffer BYTES (0: the engine's default memtable size)
@@ -42,6 +43,14 @@
 //     default warm-up + measure; --large-pending 0 skips that row)
 //     --dump-lateness PATH (a file per row: due_ms, lateness µs, and
 //     fire_ms - due_ms, when the notifier sent it, per delivery)
+//   open-loop: --flood-rate R (1M tasks/s) --flood-s S (3) --flood-batch N
+//     (64 tasks per request): a producer in a child process sends at R for
+//     S s over 127.0.0.1 without waiting for any answer, far above what
+//     the engine carries; one row per --max-pending-per-shard N1,N2,...
+//     (default: the engine's; 0: no bound) and --front-door N1,N2,...
+//     (requests waiting for the engine; default: dallyd's; 0: none) with
+//     accepted/s, overloaded/s, the node's RSS, the engine's peak of
+//     unanswered tasks per shard, and the drain (not in the default set)
 //   rss: --rss-tasks N (1M) --rss-write-buffer BYTES (4 MiB)
 //   --default-heap: keep glibc's default trim threshold (default: as
 //     dallyd); the RSS section's last row also runs jemalloc's defaults
@@ -174,6 +183,14 @@ struct settings {
   /// load factor of that (else of the burst throughput).
   bool search = true;
   int64_t lead_ms = 500;
+  // Open loop: a producer that never waits for answers.
+  double flood_rate = 1'000'000;
+  double flood_s = 3;
+  uint32_t flood_batch = 64;
+  /// engine_config::max_pending_per_shard of each row; empty: the default.
+  std::vector<int64_t> flood_bounds;
+  /// The front door's bound of each row (0: none); empty: the default.
+  std::vector<int64_t> flood_doors;
   // RSS.
   uint64_t rss_tasks = 1'000'000;
   size_t rss_write_buffer_bytes = 4 << 20;
@@ -354,8 +371,11 @@ logic::engine_config engine_cfg(const settings& s, const std::string& dir,
 /// and that survives an engine which does not quit after its shards.
 class bench_engine {
 public:
-  bench_engine(caf::actor_system& sys, logic::engine_config cfg) : sys_(&sys) {
-    auto started = actors::embedded_engine::start(sys, std::move(cfg));
+  bench_engine(caf::actor_system& sys, logic::engine_config cfg,
+               std::shared_ptr<net::front_door> door = nullptr)
+    : sys_(&sys) {
+    auto started =
+      actors::embedded_engine::start(sys, std::move(cfg), std::move(door));
     if (!started)
       die("cannot start the engine: " + net::describe(started.error()));
     engine_.emplace(std::move(*started));
@@ -1168,6 +1188,8 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
     die("the stream producer did not finish");
   auto answered_at = clock_type::now();
   auto cpu_answered = cpu_s();
+  // A mark for a profiler attached to the drain alone.
+  std::cout << "  draining: the producer has its last answer" << std::endl;
   out.producer_s = bench::seconds_between(stream_start, answered_at);
   out.producer_rss_mib = static_cast<double>(bench::rss_kib()) / 1024;
   if (bench::wait_until([&] { return tally->delivered >= progress->scheduled; },
@@ -1177,6 +1199,7 @@ lateness_result lateness_case(const settings& s, uint64_t pending, double rate,
     std::cout << "  warning: " << progress->scheduled - tally->delivered
               << " stream tasks not delivered " << drain_wait_ms / 1000
               << " s after the end" << std::endl;
+  std::cout << "  drained" << std::endl;
   out.drain_cpu_s = cpu_s() - cpu_answered;
   probe.stop();
   out.stream_cpu_s = cpu_s() - cpu_before;
@@ -1696,6 +1719,229 @@ int run_rss_child(const settings& s) {
   return 0;
 }
 
+// -- open loop ----------------------------------------------------------------
+
+struct flood_result {
+  int64_t bound = 0;
+  int64_t door = 0;
+  int64_t peak_backlog = 0;
+  uint64_t door_closings = 0;
+  uint64_t door_stalls = 0;
+  uint64_t sent = 0;
+  uint64_t accepted = 0;
+  uint64_t overloaded = 0;
+  uint64_t failed = 0;
+  uint64_t delivered = 0;
+  /// From the first send until the last answer.
+  double answered_s = 0;
+  double rss_before_mib = 0;
+  double rss_peak_mib = 0;
+  double rss_after_mib = 0;
+  uint64_t peak_pending = 0;
+  /// From the last answer until every accepted task was delivered; -1: not
+  /// within drain_wait_ms.
+  double drain_s = -1;
+  double drain_cpu_s = 0;
+  double cpu_s = 0;
+};
+
+double rss_mib() {
+  return static_cast<double>(bench::rss_kib()) / 1024;
+}
+
+/// The child side of an open-loop row: connects, floods, prints.
+int run_flood_child(const settings& s) {
+  caf_config cfg{s, true};
+  caf::actor_system sys{cfg};
+  auto engine = net::connect_engine(sys, "127.0.0.1", s.port);
+  if (!engine)
+    die("cannot connect: " + net::describe(engine.error()));
+  auto plan = std::make_shared<bench::flood_plan>();
+  plan->rate_per_s = s.flood_rate;
+  plan->span_ms = static_cast<int64_t>(1000 * s.flood_s);
+  plan->batch = s.flood_batch;
+  plan->due_after_ms = s.lead_ms;
+  auto progress = std::make_shared<bench::flood_progress>();
+  auto start = clock_type::now();
+  auto producer =
+    sys.spawn(bench::flood_producer, *engine,
+              std::shared_ptr<const bench::flood_plan>(plan), progress);
+  auto all_answered = [&] {
+    return progress->sending_done.load() &&
+           progress->answered.load() == progress->sent.load();
+  };
+  // Held back by the node's front door, the answers come at the rate the
+  // node commits, long after the flood's span.
+  if (!bench::wait_until(all_answered,
+                         milliseconds{plan->span_ms + 10 * drain_wait_ms},
+                         milliseconds{5}))
+    die("the open-loop producer's requests were not all answered");
+  std::cout << "answered_s=" << bench::seconds_between(start, clock_type::now())
+            << " sent=" << progress->sent << " accepted=" << progress->accepted
+            << " overloaded=" << progress->overloaded
+            << " failed=" << progress->failed << std::endl;
+  caf::anon_send_exit(producer, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*engine, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+/// The arguments of an open-loop child.
+std::string flood_child_args(const settings& s, uint16_t port) {
+  std::ostringstream out;
+  out << " --child flood --port " << port << " --flood-rate " << s.flood_rate
+      << " --flood-s " << s.flood_s << " --flood-batch " << s.flood_batch
+      << " --lead-ms " << s.lead_ms << " --caf-threads " << s.caf_threads;
+  return out.str();
+}
+
+/// One open-loop row: the engine (sync) with max_pending_per_shard `bound`
+/// (-1: its default) and a front door of `door` requests (0: none),
+/// published on 127.0.0.1 and flooded per --flood-* by a child process,
+/// consumers acking in this one.
+flood_result flood_case(const settings& s, int64_t bound, int64_t door,
+                        const std::filesystem::path& root) {
+  bench::scratch_dir dir(root / "flood");
+  flood_result out;
+  auto ecfg = engine_cfg(s, dir.str(), storage::durability::sync);
+  if (bound >= 0)
+    ecfg.max_pending_per_shard = static_cast<size_t>(bound);
+  out.bound = static_cast<int64_t>(ecfg.max_pending_per_shard);
+  out.door = door;
+  caf_config cfg{s, true};
+  caf::actor_system sys{cfg};
+  net::publish_options opts;
+  if (door > 0)
+    opts.door = std::make_shared<net::front_door>(static_cast<uint64_t>(door));
+  bench_engine engine(sys, ecfg, opts.door);
+  auto front = opts.door;
+  auto port =
+    net::publish_engine(sys, engine.handle(), "127.0.0.1", 0, std::move(opts));
+  if (!port)
+    die("publish failed: " + net::describe(port.error()));
+  caf::scoped_actor self{sys};
+  auto tally = std::make_shared<bench::consumer_tally>();
+  auto consumers =
+    spawn_consumers(sys, self, engine.handle(), "flood", s.consumers,
+                    s.max_in_flight, s.max_batch, tally);
+  out.rss_before_mib = rss_mib();
+  auto cpu_before = cpu_s();
+  std::map<std::string, std::string> fields;
+  std::atomic<bool> child_done{false};
+  std::thread child{[&] {
+    fields = run_child("'" + self_exe() + "'" + flood_child_args(s, *port));
+    child_done = true;
+  }};
+  auto child_exited = [&] {
+    out.rss_peak_mib = std::max(out.rss_peak_mib, rss_mib());
+    return child_done.load();
+  };
+  bench::wait_until(child_exited, milliseconds{1'000'000}, milliseconds{20});
+  child.join();
+  auto answered_at = clock_type::now();
+  auto cpu_answered = cpu_s();
+  std::cout << "  draining: the producer has its last answer" << std::endl;
+  out.answered_s = std::stod(field(fields, "answered_s"));
+  out.sent = std::stoull(field(fields, "sent"));
+  out.accepted = std::stoull(field(fields, "accepted"));
+  out.overloaded = std::stoull(field(fields, "overloaded"));
+  out.failed = std::stoull(field(fields, "failed"));
+  auto delivered_all = [&] {
+    out.rss_peak_mib = std::max(out.rss_peak_mib, rss_mib());
+    return tally->delivered.load() >= out.accepted;
+  };
+  if (bench::wait_until(delivered_all, milliseconds{drain_wait_ms},
+                        milliseconds{5}))
+    out.drain_s = bench::seconds_between(answered_at, clock_type::now());
+  std::cout << "  drained" << std::endl;
+  out.drain_cpu_s = cpu_s() - cpu_answered;
+  out.cpu_s = cpu_s() - cpu_before;
+  out.rss_after_mib = rss_mib();
+  auto st = stats_or_die(self, engine.handle());
+  out.peak_pending = st.peak_pending_per_shard();
+  out.peak_backlog = front ? front->peak_backlog() : -1;
+  out.door_closings = front ? front->closings() : 0;
+  out.door_stalls = front ? front->stalls() : 0;
+  out.delivered = tally->delivered;
+  for (auto& c : consumers)
+    self->send_exit(c, caf::exit_reason::user_shutdown);
+  static_cast<void>(sys.middleman().unpublish(engine.handle(), *port));
+  engine.stop();
+  return out;
+}
+
+std::string flood_section(const settings& s,
+                          const std::filesystem::path& root) {
+  auto bounds = s.flood_bounds;
+  if (bounds.empty())
+    bounds.push_back(-1);
+  auto doors = s.flood_doors;
+  if (doors.empty())
+    doors.push_back(static_cast<int64_t>(net::front_door::default_max_backlog));
+  std::vector<flood_result> rows;
+  for (auto door : doors)
+    for (auto bound : bounds) {
+      std::cout << "open loop: " << rate_str(s.flood_rate) << " tasks/s for "
+                << fixed(s.flood_s, 1) << " s in batches of " << s.flood_batch
+                << ", max_pending_per_shard "
+                << (bound < 0 ? std::string{"default"} : std::to_string(bound))
+                << ", front door " << door << std::endl;
+      rows.push_back(flood_case(s, bound, door, root));
+      auto& r = rows.back();
+      std::cout << "  sent " << r.sent << ", accepted " << r.accepted
+                << ", overloaded " << r.overloaded << ", failed " << r.failed
+                << "; answered after " << fixed(r.answered_s, 1) << " s; RSS "
+                << fixed(r.rss_before_mib, 0) << " -> peak "
+                << fixed(r.rss_peak_mib, 0) << " -> "
+                << fixed(r.rss_after_mib, 0) << " MiB; peak pending per shard "
+                << r.peak_pending << "; peak front door backlog "
+                << r.peak_backlog << " (closed " << r.door_closings
+                << " times, " << r.door_stalls << " stalls); delivered "
+                << r.delivered << ", drained "
+                << (r.drain_s >= 0 ? fixed(r.drain_s, 1) : "> 60")
+                << " s after the last answer (CPU " << fixed(r.drain_cpu_s, 1)
+                << " s)" << std::endl;
+    }
+  std::ostringstream md;
+  md << "\n### Open loop: a producer that never waits\n\n"
+     << "One producer in another process sends schedule batches of "
+     << s.flood_batch << " tasks over 127.0.0.1 at " << rate_str(s.flood_rate)
+     << " tasks/s for " << fixed(s.flood_s, 1)
+     << " s without waiting for any answer (sync, tasks due " << s.lead_ms
+     << " ms after they are sent, " << s.consumers
+     << " consumers acking). Per second of the flood (from the first send "
+     << "until the last answer): tasks accepted and refused with "
+     << "`overloaded`. RSS of the node's process before, at its highest and "
+     << "after the drain; peak: the most tasks one shard had unanswered (the "
+     << "engine's stats); front door: the bound on requests read from "
+     << "clients and not yet taken by the engine (0: none), and the most "
+     << "that waited; drain: from the last answer until every accepted "
+     << "task was delivered; CPU: the node's.\n\n"
+     << "| max_pending_per_shard | front door | sent | accepted/s | "
+        "overloaded/s | RSS before / peak / after MiB | peak pending per "
+        "shard | peak front door backlog | drain s | drain CPU s | CPU µs "
+        "per accepted task |\n"
+     << "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : rows) {
+    auto per_s = [&](uint64_t n) {
+      return rate_str(static_cast<double>(n) / std::max(r.answered_s, 1e-9));
+    };
+    md << "| " << (r.bound == 0 ? std::string{"none"} : std::to_string(r.bound))
+       << " | " << (r.door == 0 ? std::string{"none"} : std::to_string(r.door))
+       << " | " << r.sent << " | " << per_s(r.accepted) << " | "
+       << per_s(r.overloaded) << " | " << fixed(r.rss_before_mib, 0) << " / "
+       << fixed(r.rss_peak_mib, 0) << " / " << fixed(r.rss_after_mib, 0)
+       << " | " << r.peak_pending << " | "
+       << (r.peak_backlog >= 0 ? std::to_string(r.peak_backlog) : "-") << " | "
+       << (r.drain_s >= 0 ? fixed(r.drain_s, 1) : "> 60") << " | "
+       << fixed(r.drain_cpu_s, 1) << " | "
+       << fixed(1e6 * r.cpu_s /
+                  static_cast<double>(std::max<uint64_t>(1, r.accepted)),
+                1)
+       << " |\n";
+  }
+  return md.str();
+}
+
 std::string rss_section(const settings& s, const std::filesystem::path& root) {
   std::ostringstream md;
   md << "### RSS per pending task\n\n"
@@ -1967,7 +2213,21 @@ settings parse(int argc, char** argv) {
       s.stream_rate = std::stod(next());
     else if (arg == "--lead-ms")
       s.lead_ms = std::stoll(next());
-    else if (arg == "--rss-tasks")
+    else if (arg == "--flood-rate")
+      s.flood_rate = std::stod(next());
+    else if (arg == "--flood-s")
+      s.flood_s = std::stod(next());
+    else if (arg == "--flood-batch")
+      s.flood_batch = std::max(1u, static_cast<uint32_t>(std::stoul(next())));
+    else if (arg == "--max-pending-per-shard") {
+      std::istringstream list{next()};
+      for (std::string x; std::getline(list, x, ',');)
+        s.flood_bounds.push_back(std::stoll(x));
+    } else if (arg == "--front-door") {
+      std::istringstream list{next()};
+      for (std::string x; std::getline(list, x, ',');)
+        s.flood_doors.push_back(std::stoll(x));
+    } else if (arg == "--rss-tasks")
       s.rss_tasks = std::max<uint64_t>(1, std::stoull(next()));
     else if (arg == "--write-buffer")
       s.write_buffer_bytes = std::stoull(next());
@@ -2003,6 +2263,8 @@ int main(int argc, char** argv) {
     return run_remote_child(s);
   if (s.child == "rss")
     return run_rss_child(s);
+  if (s.child == "flood")
+    return run_flood_child(s);
   if (!s.child.empty())
     die("unknown --child " + s.child);
   std::string root_path = s.dir;
@@ -2038,6 +2300,8 @@ int main(int argc, char** argv) {
   if (s.sections.count("lateness")) {
     md << lateness_section(s, max_rate, root.path()) << '\n';
   }
+  if (s.sections.count("open-loop"))
+    md << flood_section(s, root.path()) << '\n';
   if (s.sections.count("rss")) {
     std::cout << "RSS per pending task (" << s.rss_tasks << " tasks)"
               << std::endl;

@@ -2,6 +2,7 @@
 
 // Load drivers for dally-engine-bench: counting consumers, batch producers
 // with a bounded number of outstanding requests, a paced stream producer,
+// an open-loop producer that never waits for answers,
 // and synchronous helpers around an engine handle (embedded or remote: the
 // typed interface is the same).
 
@@ -330,6 +331,112 @@ stream_producer(stream_producer_actor* self, engine_actor engine,
   return {
     [self, engine, plan, progress](tick_atom) {
       stream_step(self, engine, plan, progress);
+    },
+  };
+}
+
+// -- open-loop producer -------------------------------------------------------
+
+/// A producer that never waits: schedule batches at a fixed rate,
+/// whatever the engine answers.
+struct flood_plan {
+  std::string topic = "flood";
+  double rate_per_s = 1'000'000;
+  int64_t span_ms = 3'000;
+  /// Each task is due this long after it is sent.
+  int64_t due_after_ms = 500;
+  uint32_t batch = 64;
+  int64_t tick_ms = 5;
+};
+
+struct flood_progress {
+  std::atomic<uint64_t> sent{0};
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> overloaded{0};
+  std::atomic<uint64_t> failed{0};
+  std::atomic<uint64_t> answered{0};
+  std::atomic<bool> sending_done{false};
+};
+
+struct flood_state {
+  int64_t start_ms = 0;
+  uint64_t sent = 0;
+};
+
+using flood_actor = caf::stateful_actor<flood_state>;
+
+/// Counts the answer to a batch of `n` tasks: `ok` scheduled, `refused`
+/// refused with overloaded, the rest failed otherwise.
+inline void flood_answer(flood_progress& p, uint64_t n, uint64_t ok,
+                         uint64_t refused) {
+  p.accepted.fetch_add(ok, std::memory_order_relaxed);
+  p.overloaded.fetch_add(refused, std::memory_order_relaxed);
+  p.failed.fetch_add(n - ok - refused, std::memory_order_relaxed);
+  p.answered.fetch_add(n, std::memory_order_relaxed);
+}
+
+/// Sends a batch of `n` tasks due `plan.due_after_ms` from `now_ms`.
+inline void flood_send(flood_actor* self, const engine_actor& engine,
+                       const flood_plan& plan, uint64_t n, int64_t now_ms,
+                       std::shared_ptr<flood_progress> progress) {
+  v1::ScheduleBatchRequest req;
+  for (uint64_t i = 0; i < n; ++i) {
+    auto* t = req.add_tasks();
+    t->set_topic(plan.topic);
+    t->mutable_when()->set_at_ms(now_ms + plan.due_after_ms);
+  }
+  auto overloaded = static_cast<uint32_t>(core::errc::overloaded);
+  self->request(engine, caf::infinite, net::make_wire(std::move(req)))
+    .then(
+      [progress, n, overloaded](net::schedule_batch_reply& r) {
+        uint64_t ok = 0;
+        uint64_t refused = 0;
+        for (const auto& res : r.pb.results())
+          if (res.has_scheduled())
+            ++ok;
+          else if (res.failure().code() == overloaded)
+            ++refused;
+        flood_answer(*progress, n, ok, refused);
+      },
+      [progress, n](caf::error& err) {
+        bool refused = net::from_caf(err).code() == core::errc::overloaded;
+        flood_answer(*progress, n, 0, refused ? n : 0);
+      });
+}
+
+/// Sends what the rate asks for by now, then ticks again until the span
+/// is over; it stays up to count the answers.
+inline void flood_step(flood_actor* self, engine_actor engine,
+                       std::shared_ptr<const flood_plan> plan,
+                       std::shared_ptr<flood_progress> progress) {
+  auto& st = self->state;
+  auto now = wall_ms();
+  auto elapsed = std::min(now - st.start_ms, plan->span_ms);
+  auto target = static_cast<uint64_t>(static_cast<double>(elapsed) *
+                                      plan->rate_per_s / 1000.0);
+  while (st.sent < target) {
+    auto n = std::min<uint64_t>(plan->batch, target - st.sent);
+    flood_send(self, engine, *plan, n, now, progress);
+    st.sent += n;
+    progress->sent.fetch_add(n, std::memory_order_relaxed);
+  }
+  if (elapsed >= plan->span_ms) {
+    progress->sending_done = true;
+    return;
+  }
+  self->delayed_send(self, std::chrono::milliseconds{plan->tick_ms},
+                     tick_atom::value);
+}
+
+/// Floods `engine` per `plan`; send it an exit once every answer is in.
+inline caf::behavior flood_producer(flood_actor* self, engine_actor engine,
+                                    std::shared_ptr<const flood_plan> plan,
+                                    std::shared_ptr<flood_progress> progress) {
+  self->state.start_ms = wall_ms();
+  self->send(self, tick_atom::value);
+  return {
+    [self, engine, plan, progress](tick_atom) {
+      flood_step(self, engine, plan, progress);
     },
   };
 }

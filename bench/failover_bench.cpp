@@ -34,14 +34,17 @@
 #include <thread>
 #include <vector>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/apps/cluster_view.hpp"
+
 namespace {
+
+using dally::apps::test::free_port;
+using dally::apps::test::parse_view;
+using dally::apps::test::view;
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
@@ -49,24 +52,6 @@ using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0)
     .count();
-}
-
-/// A port on 127.0.0.1 that was free a moment ago.
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    throw std::runtime_error("socket failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  auto* sa = reinterpret_cast<sockaddr*>(&addr);
-  if (::bind(fd, sa, sizeof(addr)) != 0 || ::getsockname(fd, sa, &len) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot find a free port");
-  }
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 /// Starts `argv`; its stdout goes to `out_fd` (or a new pipe whose read end
@@ -111,46 +96,6 @@ std::string collect(pid_t pid, int fd) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? out : std::string{};
-}
-
-/// The number after `"key":` in `json` from `pos`, or -1.
-int64_t json_number(const std::string& json, const std::string& key,
-                    size_t pos = 0) {
-  auto i = json.find("\"" + key + "\":", pos);
-  if (i == std::string::npos)
-    return -1;
-  return std::stoll(json.substr(i + key.size() + 3));
-}
-
-/// One node's answer to `dallyctl cluster status --json`.
-struct view {
-  bool ok = false;
-  int64_t self = 0;
-  int64_t coordinator = 0;
-  int64_t term = 0;
-  int64_t commit_term = 0;
-  std::map<int64_t, bool> reachable;
-
-  /// This node coordinates and has committed an entry of its own term.
-  bool committing() const {
-    return ok && coordinator == self && commit_term == term;
-  }
-};
-
-view parse_view(const std::string& json) {
-  view v;
-  if (json.empty())
-    return v;
-  v.self = json_number(json, "self");
-  v.coordinator = json_number(json, "coordinator");
-  v.term = json_number(json, "term");
-  v.commit_term = json_number(json, "commit_term");
-  for (auto i = json.find("{\"id\":"); i != std::string::npos;
-       i = json.find("{\"id\":", i + 1))
-    v.reachable[json_number(json, "id", i)] =
-      json.find("\"reachable\":true", i) == json.find("\"reachable\":", i);
-  v.ok = v.self > 0 && v.commit_term >= 0 && v.reachable.size() == 3;
-  return v;
 }
 
 struct options {

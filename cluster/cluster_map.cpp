@@ -22,7 +22,10 @@ std::string to_string(const command& cmd) {
   return std::visit(
     overload{
       [](const noop&) { return std::string{"noop"}; },
-      [](const add_node& c) { return "add " + std::to_string(c.node); },
+      [](const add_node& c) {
+        return "add " + std::to_string(c.node) +
+               (c.address.empty() ? "" : " at " + c.address);
+      },
       [](const remove_node& c) { return "remove " + std::to_string(c.node); },
       [](const reassign&) { return std::string{"reassign"}; },
       [](const create_map& c) {
@@ -42,7 +45,7 @@ cluster_map cluster_map::create(uint32_t shard_count,
   std::sort(nodes.begin(), nodes.end());
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   for (auto id : nodes)
-    out.members.push_back({id, member::status::active});
+    out.members.push_back({id, member::status::active, {}});
   auto owners = place_shards(shard_count, nodes);
   for (size_t s = 0; s < owners.size(); ++s)
     out.shards[s].owner = owners[s];
@@ -80,13 +83,16 @@ bool cluster_map::apply(const command& cmd) {
                         [id](const member& m) { return m.id == id; });
   };
   if (auto* add = std::get_if<add_node>(&cmd)) {
-    if (auto m = find_mut(add->node); m != members.end())
+    if (auto m = find_mut(add->node); m != members.end()) {
       m->state = member::status::active;
-    else
+      if (!add->address.empty())
+        m->address = add->address;
+    } else {
       members.insert(
         std::upper_bound(members.begin(), members.end(), add->node,
                          [](node_id x, const member& m) { return x < m.id; }),
-        member{add->node, member::status::active});
+        member{add->node, member::status::active, add->address});
+    }
   } else if (auto* rm = std::get_if<remove_node>(&cmd)) {
     if (auto m = find_mut(rm->node); m != members.end())
       m->state = member::status::leaving;

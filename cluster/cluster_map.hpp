@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -28,13 +29,26 @@ struct member {
   enum class status : uint8_t { active, leaving };
   node_id id = 0;
   status state = status::active;
+  /// Where the node listens for the others (HOST:PORT), as its add_node
+  /// gave it; empty for the seeds (their addresses are the nodes'
+  /// configuration) and for a node added without one.
+  std::string address;
 
   friend bool operator==(const member&, const member&) = default;
 };
 
-/// Makes `node` an active member (again).
+/// Makes `node` an active member (again), listening at `address`
+/// (HOST:PORT) for the other nodes, so that every node that applies the
+/// log knows where a learner listens. An empty address keeps the one the
+/// member has.
 struct add_node {
   node_id node = 0;
+  std::string address;
+
+  add_node() = default;
+  explicit add_node(node_id id, std::string at = {})
+    : node(id), address(std::move(at)) {}
+
   friend bool operator==(const add_node&, const add_node&) = default;
 };
 
@@ -68,8 +82,8 @@ struct create_map {
 /// A change of the map: the commands of the replicated log.
 using command = std::variant<noop, add_node, remove_node, reassign, create_map>;
 
-/// "add 4", "remove 2", "reassign", "noop", "create 64 on 1,2,3": for
-/// logs and reports.
+/// "add 4 at 127.0.0.1:7504", "add 4", "remove 2", "reassign", "noop", "create
+/// 64 on 1,2,3": for logs and reports.
 std::string to_string(const command& cmd);
 
 /// The coordinator's state machine: the shard map of a cluster, which
@@ -88,8 +102,9 @@ struct cluster_map {
   static cluster_map create(uint32_t shard_count, std::vector<node_id> nodes);
 
   /// Applies `cmd`; true when the map changed (and the epoch rose). A
-  /// command that changes nothing (adding an active member, reassigning a
-  /// placed map, or any reassign with no active member) is a no-op.
+  /// command that changes nothing (adding an active member at the address
+  /// it has, or without one; reassigning a placed map; or any reassign
+  /// with no active member) is a no-op.
   bool apply(const command& cmd);
 
   uint32_t shard_count() const noexcept {

@@ -13,6 +13,10 @@ peer_monitor::peer_monitor(peer_monitor_config cfg,
     peers_[id] = peer_state{};
 }
 
+void peer_monitor::add_peer(node_id peer) {
+  peers_.try_emplace(peer);
+}
+
 std::vector<peer_effect> peer_monitor::on_tick(int64_t now_ms) {
   std::vector<peer_effect> fx;
   for (auto& [id, p] : peers_)

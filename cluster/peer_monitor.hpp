@@ -81,6 +81,11 @@ public:
   /// backoff.
   std::vector<peer_effect> on_disconnected(int64_t now_ms, node_id peer);
 
+  /// Watches `peer` from now on, a node that joined after the monitor was
+  /// made: disconnected and unreachable until it connects. A known peer:
+  /// nothing changes.
+  void add_peer(node_id peer);
+
   /// Whether `peer` was heard from within `unreachable_ms`; false for an
   /// unknown node.
   bool reachable(node_id peer) const;

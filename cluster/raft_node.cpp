@@ -37,6 +37,17 @@ void raft_node::reset_election_timer(int64_t now_ms) {
   election_due_ms_ = now_ms + cfg_.election_min_ms + extra;
 }
 
+void raft_node::add_learner(node_id id) {
+  if (id == cfg_.self || contains(cfg_.voters, id) ||
+      contains(cfg_.learners, id))
+    return;
+  cfg_.learners.push_back(id);
+  if (role_ == role::leader) {
+    next_[id] = store_.last_index() + 1;
+    match_[id] = 0;
+  }
+}
+
 std::vector<node_id> raft_node::peers() const {
   std::vector<node_id> out;
   for (const auto* group : {&cfg_.voters, &cfg_.learners})

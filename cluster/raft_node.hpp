@@ -83,6 +83,16 @@ public:
   /// only once a majority of voters holds it.
   raft_effects propose(int64_t now_ms, command cmd);
 
+  /// Makes `id` a learner from now on, a node that joined after the group
+  /// was configured: a leader replicates to it from its next heartbeat.
+  /// For a voter, this node or a known learner nothing changes.
+  void add_learner(node_id id);
+
+  /// The learners, those configured and those added.
+  const std::vector<node_id>& learners() const noexcept {
+    return cfg_.learners;
+  }
+
   role current_role() const noexcept { return role_; }
   bool is_leader() const noexcept { return role_ == role::leader; }
   bool is_voter() const noexcept { return voter_; }

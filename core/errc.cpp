@@ -58,6 +58,8 @@ std::string_view to_string(errc code) noexcept {
       return "idempotency_conflict";
     case errc::request_too_large:
       return "request_too_large";
+    case errc::overloaded:
+      return "overloaded";
   }
   return "unknown";
 }

@@ -65,6 +65,11 @@ enum class errc : uint8_t {
   /// A request is larger than the node reads in one message; a remote
   /// client refuses it before it is sent, so the connection stays up.
   request_too_large,
+  /// The engine holds as much accepted work as it is configured to (new
+  /// tasks not answered yet); nothing was done. Retry later, after a
+  /// pause: the refusal is cheap, and a retry with the same idempotency
+  /// key is safe.
+  overloaded,
 };
 
 /// Returns the enumerator's name, e.g. "invalid_time".

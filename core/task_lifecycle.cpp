@@ -12,6 +12,7 @@ namespace {
 void retry_at(task_record& rec, int64_t retry_at_ms) {
   rec.state = task_state::pending;
   rec.lease_deadline_ms = 0;
+  rec.lease_ms = 0;
   rec.retry_at_ms = retry_at_ms;
 }
 
@@ -36,6 +37,7 @@ std::optional<int64_t> task_lifecycle::first_due(const task& t,
 void task_lifecycle::fire(task_record& rec, int64_t now_ms) const {
   rec.state = task_state::in_flight;
   ++rec.task.attempt;
+  rec.lease_ms = kept_lease_ms(rec.task.policy.lease_ms);
   rec.lease_deadline_ms =
     saturating_add(std::max(now_ms, rec.index_ms()), rec.task.policy.lease_ms);
 }
@@ -53,6 +55,7 @@ transition task_lifecycle::ack(task_record& rec, int64_t now_ms) const {
   rec.fired_count += 1;
   rec.retry_at_ms = 0;
   rec.lease_deadline_ms = 0;
+  rec.lease_ms = 0;
   return transition::kept();
 }
 
@@ -68,8 +71,9 @@ transition task_lifecycle::nack(task_record& rec, int64_t now_ms,
 
 void task_lifecycle::touch(task_record& rec, int64_t now_ms,
                            int64_t extend_ms) const {
-  rec.lease_deadline_ms = saturating_add(
-    now_ms, extend_ms == 0 ? rec.task.policy.lease_ms : extend_ms);
+  auto lease_ms = extend_ms == 0 ? rec.task.policy.lease_ms : extend_ms;
+  rec.lease_ms = kept_lease_ms(lease_ms);
+  rec.lease_deadline_ms = saturating_add(now_ms, lease_ms);
 }
 
 transition task_lifecycle::expire_lease(task_record& rec,
@@ -91,6 +95,7 @@ transition task_lifecycle::requeue(task_record& rec, int64_t now_ms) const {
 void task_lifecycle::give_back(task_record& rec) const {
   rec.state = task_state::pending;
   rec.lease_deadline_ms = 0;
+  rec.lease_ms = 0;
   if (rec.task.attempt > 0)
     --rec.task.attempt;
 }
@@ -103,6 +108,7 @@ void task_lifecycle::reschedule(task_record& rec, int64_t due_ms) const {
   if (rec.state == task_state::in_flight) {
     rec.state = task_state::pending;
     rec.lease_deadline_ms = 0;
+    rec.lease_ms = 0;
     --rec.task.attempt;
   }
   rec.task.due_ms = due_ms;
@@ -116,6 +122,7 @@ void task_lifecycle::kick(task_record& rec, int64_t now_ms,
   rec.task.due_ms = due_ms.value_or(now_ms);
   rec.retry_at_ms = 0;
   rec.lease_deadline_ms = 0;
+  rec.lease_ms = 0;
 }
 
 std::string attempt_text(const task_record& rec) {

@@ -28,6 +28,11 @@ struct stamp {
 struct task_record {
   core::task task;
   task_state state = task_state::pending;
+  /// In flight: that lease's length when granted, if at most 49 days (else
+  /// 0, as in records of older builds: the deadline is trusted as stored).
+  /// Read back after a restart, a lease has no more than this left,
+  /// whatever the wall clock did meanwhile. 32 bits keep the record small.
+  uint32_t lease_ms = 0;
   /// In flight: when the lease runs out.
   int64_t lease_deadline_ms = 0;
   /// Pending after a failed delivery or a nack: not before this instant
@@ -58,5 +63,12 @@ struct task_record {
 
   friend bool operator==(const task_record&, const task_record&) = default;
 };
+
+/// A lease's length as a record keeps it: 0 (unknown) beyond 32 bits.
+constexpr uint32_t kept_lease_ms(int64_t lease_ms) noexcept {
+  return lease_ms > 0 && lease_ms <= int64_t{UINT32_MAX}
+           ? static_cast<uint32_t>(lease_ms)
+           : 0;
+}
 
 } // namespace dally::core

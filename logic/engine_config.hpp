@@ -178,6 +178,16 @@ struct engine_config {
   /// delivery has to go back. 0: no cap.
   uint32_t max_unanswered_per_topic = 10'000;
 
+  /// New tasks (schedules, tasks of batches) a shard may have been passed
+  /// and not answered yet, in its mailbox or waiting for their commit;
+  /// beyond it the engine refuses schedules for that shard with
+  /// `overloaded` before they reach it, so that a client that sends
+  /// without waiting for answers cannot grow the node's memory without
+  /// bound. About a second of a shard's work when it commits in large
+  /// batches, far above what a client with a bounded number of open
+  /// requests holds there. Counts tasks, not bytes. 0: no bound.
+  size_t max_pending_per_shard = 65'536;
+
   /// Restarts of one shard within a minute before the supervisor gives up
   /// on it (its requests then fail with `unavailable`).
   uint32_t max_restarts_per_minute = 10;

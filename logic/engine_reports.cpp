@@ -1,6 +1,7 @@
 #include "logic/engine_reports.hpp"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 namespace dally::logic {
@@ -52,6 +53,19 @@ void stats_merge::add(const std::map<std::string, uint32_t>& consumers) {
     topic(name).set_consumers(n);
 }
 
+void stats_merge::add(const schedule_admission::numbers& n) {
+  reply_.set_pending_schedules(n.pending);
+  reply_.set_peak_pending_per_shard(n.peak_per_shard);
+  reply_.set_overloaded(n.refused);
+}
+
+void stats_merge::add(const front_door_report& r) {
+  reply_.set_front_door_backlog(r.backlog);
+  reply_.set_front_door_peak_backlog(r.peak_backlog);
+  reply_.set_front_door_closings(r.closings);
+  reply_.set_front_door_stalls(r.stalls);
+}
+
 v1::StatsReply stats_merge::take() {
   for (auto& [name, t] : topics_)
     *reply_.add_topics() = t;
@@ -74,6 +88,22 @@ v1::DeadLettersReply dead_letter_merge::take(size_t limit) {
     *out.add_dead() = std::move(dead_[i]);
   if ((more_ || dead_.size() > limit) && out.dead_size() > 0)
     out.set_next_after_id(out.dead(out.dead_size() - 1).task().id());
+  return out;
+}
+
+core::result<v1::ClusterMapReply>
+cluster_map_report(const shard_ownership& own) {
+  const auto& map = own.map();
+  if (!map)
+    return core::error{core::errc::unavailable,
+                       "node " + std::to_string(own.self()) +
+                         " has no shard map yet; ask another node"};
+  v1::ClusterMapReply out;
+  out.set_node_id(own.self());
+  out.set_epoch(map->epoch);
+  out.set_shard_count(map->shard_count());
+  for (const auto& p : map->shards)
+    out.add_owners(p.owner);
   return out;
 }
 

@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/result.hpp"
 #include "logic/notifier_logic.hpp"
+#include "logic/schedule_admission.hpp"
 #include "logic/shard_logic.hpp"
+#include "logic/shard_ownership.hpp"
 #include "proto/dally_api.pb.h"
 
 namespace dally::logic {
@@ -23,6 +26,15 @@ struct shard_report {
 };
 
 /// A notifier's numbers, for stats.
+/// What the node's front door did (net::front_door): requests read for the
+/// engine and not yet taken, and how often it held producers back.
+struct front_door_report {
+  uint64_t backlog = 0;
+  uint64_t peak_backlog = 0;
+  uint64_t closings = 0;
+  uint64_t stalls = 0;
+};
+
 struct notifier_report {
   std::map<std::string, topic_counters> topics;
   uint64_t in_flight = 0;
@@ -39,6 +51,9 @@ public:
   void add(const notifier_report& r);
   /// Consumers per topic.
   void add(const std::map<std::string, uint32_t>& consumers);
+  /// The engine's admission of new tasks.
+  void add(const schedule_admission::numbers& n);
+  void add(const front_door_report& r);
 
   /// The stats, topics in name order.
   v1::StatsReply take();
@@ -64,5 +79,11 @@ private:
   std::vector<v1::DeadLetter> dead_;
   bool more_ = false;
 };
+
+/// The shard map a node acts on, for a client that routes requests to the
+/// shards' owners: the single-node map (epoch 0) outside a cluster, or
+/// `unavailable` while a cluster node has no map yet.
+core::result<v1::ClusterMapReply>
+cluster_map_report(const shard_ownership& own);
 
 } // namespace dally::logic

@@ -23,6 +23,15 @@ void lease_tracker::shift(int64_t step_ms,
   }
 }
 
+void lease_tracker::track_at_most(core::task_id id, int64_t deadline_ms,
+                                  int64_t latest_ms) {
+  track(id, deadline_ms);
+  if (latest_ms >= deadline_ms)
+    return;
+  heap_.upsert(id, latest_ms);
+  shifted_.insert_or_assign(id, moved{deadline_ms, latest_ms - deadline_ms});
+}
+
 size_t lease_tracker::pop_due(int64_t now_ms, size_t limit,
                               std::vector<core::timer_entry>& out) {
   auto first = out.size();

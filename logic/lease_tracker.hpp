@@ -32,6 +32,12 @@ public:
     shifted_.erase(id);
   }
 
+  /// Tracks `id`'s lease, stored as ending at `deadline_ms`, to run out at
+  /// `latest_ms` at the latest (popped with the deadline as stored): a
+  /// lease read back after a restart was granted under a wall clock that
+  /// may have stepped back since, yet it has no more left than its length.
+  void track_at_most(core::task_id id, int64_t deadline_ms, int64_t latest_ms);
+
   /// `id` is no longer in flight.
   void forget(core::task_id id) {
     heap_.erase(id);

@@ -264,6 +264,21 @@ struct shard_logic::impl {
     parking_.count_in_flight(rec.task.id, rec.task.topic);
   }
 
+  /// Tracks the lease of an in-flight record met again (after a restart
+  /// or a reload): it runs out within its length of `now_ms` (or of the
+  /// due time it started at), also when it was granted under a wall clock
+  /// that has stepped back since.
+  void track_met_lease(int64_t now_ms, const task_record& rec) {
+    if (rec.lease_ms == 0) {
+      track_lease(rec);
+      return;
+    }
+    auto latest_ms =
+      core::saturating_add(std::max(now_ms, rec.index_ms()), rec.lease_ms);
+    leases_.track_at_most(rec.task.id, rec.lease_deadline_ms, latest_ms);
+    parking_.count_in_flight(rec.task.id, rec.task.topic);
+  }
+
   /// A committed record read for an entry and not acted upon goes back to
   /// the cache: a parked or paced task comes back soon, and reading it
   /// again is what made an overloaded shard slower still.
@@ -304,7 +319,7 @@ struct shard_logic::impl {
                             bool from_backlog);
   void act_on(int64_t now_ms, const due_key& key, bool from_backlog,
               int64_t late_before_ms);
-  bool moved_to_index_time(const due_key& key, record_slot& s);
+  bool moved_to_index_time(int64_t now_ms, const due_key& key, record_slot& s);
   void stage_fire(int64_t now_ms, const due_key& key, record_slot& s);
   int64_t look_ahead_at(int64_t next_ms) const noexcept;
   int64_t next_wakeup_ms() const;
@@ -538,7 +553,7 @@ void shard_logic::impl::act_on(int64_t now_ms, const due_key& key,
   // Only an entry the store holds may go back to the window: a stale
   // one could hide the task's current entry.
   bool committed = s.base && *s.base == key;
-  if (moved_to_index_time(key, s))
+  if (moved_to_index_time(now_ms, key, s))
     return;
   if (s.rec == nullptr || storage::write_batch::key_of(*s.rec) != key) {
     if (committed)
@@ -549,7 +564,7 @@ void shard_logic::impl::act_on(int64_t now_ms, const due_key& key,
     // Met again by a reload or after a restart: the lease is what
     // counts now (staged changes track theirs at the commit).
     if (s.entry == nullptr)
-      track_lease(*s.rec);
+      track_met_lease(now_ms, *s.rec);
     if (committed)
       batch_.consume(key);
     keep_record(s);
@@ -583,14 +598,14 @@ void shard_logic::impl::act_on(int64_t now_ms, const due_key& key,
 /// An older store's entry of an in-flight task at its lease deadline: it
 /// moves to the index time (the record stays as it is) and the lease is
 /// tracked. True if `key` was that.
-bool shard_logic::impl::moved_to_index_time(const due_key& key,
+bool shard_logic::impl::moved_to_index_time(int64_t now_ms, const due_key& key,
                                             record_slot& s) {
   if (s.rec == nullptr || s.entry != nullptr ||
       s.rec->state != task_state::in_flight ||
       key.index_ms != s.rec->lease_deadline_ms ||
       key == storage::write_batch::key_of(*s.rec))
     return false;
-  track_lease(*s.rec);
+  track_met_lease(now_ms, *s.rec);
   batch_.replace(s, key);
   batch_.consume(key);
   return true;

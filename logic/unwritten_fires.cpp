@@ -51,12 +51,13 @@ void unwritten_fires::complete_stored(core::task_record& rec) const {
   rec.state = core::task_state::in_flight;
   rec.task.attempt = mark.attempt;
   rec.lease_deadline_ms = mark.lease_deadline_ms;
+  rec.lease_ms = mark.lease_ms;
 }
 
 void unwritten_fires::mark(const core::task_record& rec) {
-  marks_.insert_or_assign(
-    rec.task.id,
-    fire_mark{rec.fired_count, rec.task.attempt, rec.lease_deadline_ms});
+  marks_.insert_or_assign(rec.task.id,
+                          fire_mark{rec.fired_count, rec.task.attempt,
+                                    rec.lease_deadline_ms, rec.lease_ms});
 }
 
 bool unwritten_fires::must_sync(std::span<const fired_task> fires) const {

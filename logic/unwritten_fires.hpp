@@ -90,6 +90,7 @@ private:
     uint64_t occurrence = 0;
     uint32_t attempt = 0;
     int64_t lease_deadline_ms = 0;
+    uint32_t lease_ms = 0;
   };
 
   /// Whether the stored, pending `rec` may have been delivered by an

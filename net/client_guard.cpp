@@ -8,11 +8,11 @@
 #include <vector>
 
 #include <caf/actor_system.hpp>
-#include <caf/stateful_actor.hpp>
 #include <caf/to_string.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "net/error.hpp"
+#include "net/owning_actor.hpp"
 #include "net/type_ids.hpp"
 
 namespace dally::net {
@@ -30,7 +30,7 @@ struct client_guard_state {
   uint64_t next_seq = 0;
 };
 
-using guard_actor = engine_actor::stateful_pointer<client_guard_state>;
+using guard_actor = owning_actor<client_guard_state, engine_actor::base>*;
 
 /// Sends `req` (and `extra`, a consumer) on to the node and answers the
 /// caller with whatever comes back, or refuses it here if it is too large
@@ -115,6 +115,9 @@ engine_actor::behavior_type client_guard(guard_actor self, engine_actor node,
       return forward<dead_letters_reply>(self, req);
     },
     [self](kick_request& req) { return forward<change_reply>(self, req); },
+    [self](cluster_map_request& req) {
+      return forward<cluster_map_reply>(self, req);
+    },
   };
 }
 

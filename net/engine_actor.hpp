@@ -47,7 +47,8 @@ using engine_actor = caf::typed_actor<
   caf::replies_to<net::touch_request>::with<net::empty_reply>,
   caf::replies_to<net::stats_request>::with<net::stats_reply>,
   caf::replies_to<net::dead_letters_request>::with<net::dead_letters_reply>,
-  caf::replies_to<net::kick_request>::with<net::change_reply>>;
+  caf::replies_to<net::kick_request>::with<net::change_reply>,
+  caf::replies_to<net::cluster_map_request>::with<net::cluster_map_reply>>;
 
 /// Prefixes a request that one node's engine forwards to the engine of the
 /// node owning the request's shard, as `(forwarded_atom, request)` with the

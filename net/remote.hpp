@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -12,6 +13,7 @@
 
 #include "net/connection_guard.hpp"
 #include "net/engine_actor.hpp"
+#include "net/front_door.hpp"
 
 namespace dally::net {
 
@@ -52,6 +54,14 @@ struct publish_options {
 
   /// Speak TLS on every connection, with the files given to `enable_tls`.
   bool tls = false;
+
+  /// The bound on requests read for the published actor and not yet taken
+  /// by it; give the same door to the engine (`spawn_engine`). A
+  /// connection that brings a request while the door is closed stops
+  /// reading its socket until the engine has caught up. None: requests are
+  /// read as fast as they come, and wait in the engine's mailbox, which
+  /// has no bound.
+  std::shared_ptr<front_door> door;
 };
 
 /// Publishes `engine` on `address:port` (port 0 picks a free one) and

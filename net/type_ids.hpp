@@ -37,5 +37,7 @@ CAF_ADD_TYPE_ID(dally, (dally::engine_actor))
 CAF_ADD_TYPE_ID(dally, (dally::net::delivery_batch_msg))
 CAF_ADD_TYPE_ID(dally, (dally::net::delivery_batch_reply))
 CAF_ADD_TYPE_ID(dally, (dally::batch_consumer_actor))
+CAF_ADD_TYPE_ID(dally, (dally::net::cluster_map_request))
+CAF_ADD_TYPE_ID(dally, (dally::net::cluster_map_reply))
 
 CAF_END_TYPE_ID_BLOCK(dally)

@@ -75,6 +75,8 @@ using stats_reply = wire<v1::StatsReply>;
 using dead_letters_request = wire<v1::DeadLettersRequest>;
 using dead_letters_reply = wire<v1::DeadLettersReply>;
 using kick_request = wire<v1::KickRequest>;
+using cluster_map_request = wire<v1::ClusterMapRequest>;
+using cluster_map_reply = wire<v1::ClusterMapReply>;
 
 /// Wraps `pb` without copying the type name at every call site.
 template<class Proto>

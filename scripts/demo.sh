@@ -11,31 +11,13 @@
 # what the first run left (each run uses a topic of its own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/demo-common.sh
+source scripts/lib/demo-common.sh
 
 count=20
 data=demo-data
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --count) count=$2; shift 2 ;;
-    --data-dir) data=$2; shift 2 ;;
-    -h|--help)
-      sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
-      exit 0 ;;
-    *) echo "demo.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
-  esac
-done
-if ! [[ "$count" =~ ^[0-9]+$ ]] || [ "$count" -lt 2 ] || [ "$count" -gt 1000 ]; then
-  echo "demo.sh: --count must be in [2, 1000]" >&2
-  exit 2
-fi
-
-bash scripts/install-deps.sh
-build=${DALLY_DEMO_BUILD_DIR:-build/release}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DDALLY_BUILD_BENCH=OFF \
-  >/dev/null
-cmake --build "$build" -j2 --target dallyd dallyctl dally-timer-demo
-dallyd=$build/apps/dallyd
-dallyctl=$build/apps/dallyctl
+demo_options demo.sh 2 2,11 "$@"
+demo_build dallyd dallyctl dally-timer-demo
 
 work=$(mktemp -d)
 node_pid=

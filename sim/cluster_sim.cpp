@@ -12,6 +12,7 @@
 #include "sim/event_log.hpp"
 #include "sim/network_model.hpp"
 #include "sim/prng.hpp"
+#include "sim/raft_history.hpp"
 
 namespace dally::sim {
 
@@ -94,32 +95,6 @@ private:
   uint64_t version_ = 0;
 };
 
-uint64_t digest(const cluster::cluster_map& map) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  auto mix = [&h](uint64_t x) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (x >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ULL;
-    }
-  };
-  mix(map.epoch);
-  for (const auto& m : map.members)
-    mix((uint64_t{m.id} << 8) | static_cast<uint64_t>(m.state));
-  for (const auto& s : map.shards)
-    mix(s.owner);
-  return h;
-}
-
-/// A committed entry as the first node to apply it saw it.
-struct committed_entry {
-  cluster::log_entry entry;
-  uint64_t map_digest = 0;
-  uint64_t epoch = 0;
-  /// The lowest term in which a node applied it: every leader of a later
-  /// term must hold it.
-  uint64_t term_seen = 0;
-};
-
 struct in_flight {
   int64_t at_ms;
   uint64_t seq;
@@ -141,16 +116,10 @@ struct sim_node {
   int64_t offset_ms = 0;
   int64_t rate_ppm = 0;
   uint64_t checked_version = ~uint64_t{0};
-  uint64_t last_applied = 0;
-  uint64_t last_epoch = 0;
 
   int64_t local_ms(int64_t true_ms) const {
     return offset_ms + true_ms + true_ms * rate_ppm / 1'000'000;
   }
-};
-
-struct failure_signal {
-  cluster_violation v;
 };
 
 } // namespace
@@ -198,7 +167,6 @@ private:
   void check_leader(sim_node& n);
   void check_applied(sim_node& n, const cluster::applied_entry& a);
   void check_installed(sim_node& n, const cluster::snapshot& snap);
-  void check_map(const cluster::cluster_map& map, uint64_t index);
   void check_logs(sim_node& n);
   void check_pair(const sim_node& a, const sim_node& b);
   void check_completeness(sim_node& n);
@@ -219,14 +187,16 @@ private:
   std::priority_queue<in_flight, std::vector<in_flight>, std::greater<>> queue_;
   uint64_t seq_ = 0;
   int64_t now_ms_ = 0;
-  std::map<uint64_t, node_id> leader_of_term_;
-  std::map<uint64_t, committed_entry> committed_;
+  raft_history history_;
 };
 
 cluster_simulation::cluster_simulation(const cluster_sim_options& opts)
   : opts_(opts), gen_(opts.seed), chaos_(gen_.fork()), p_(res_.params),
-    net_(gen_.fork()) {
+    net_(gen_.fork()),
+    history_(0, [this](const std::string& text) { log(text); }) {
   draw_params();
+  history_ = raft_history(p_.shard_count,
+                          [this](const std::string& text) { log(text); });
   link_faults faults;
   faults.min_delay_ms = 1;
   faults.max_delay_ms = p_.max_delay_ms;
@@ -281,12 +251,11 @@ cluster::raft_config cluster_simulation::config_for(node_id id) {
 void cluster_simulation::start_node(sim_node& n) {
   n.raft =
     make_node(opts_.plant, config_for(n.id), *n.store, n.local_ms(now_ms_));
-  n.last_applied = n.raft->applied_index();
-  n.last_epoch = n.raft->state().epoch;
+  history_.start(n.id, n.raft->applied_index(), n.raft->state().epoch);
   n.checked_version = ~uint64_t{0};
   log("start " + std::to_string(n.id) +
       " term=" + std::to_string(n.raft->term()) +
-      " applied=" + std::to_string(n.last_applied));
+      " applied=" + std::to_string(n.raft->applied_index()));
   check(n);
 }
 
@@ -304,7 +273,7 @@ void cluster_simulation::log(const std::string& text) {
 }
 
 void cluster_simulation::fail(std::string invariant, std::string detail) {
-  throw failure_signal{{std::move(invariant), std::move(detail)}};
+  throw raft_failure{{std::move(invariant), std::move(detail)}};
 }
 
 void cluster_simulation::absorb(sim_node& n, cluster::raft_effects fx) {
@@ -471,88 +440,19 @@ void cluster_simulation::check(sim_node& n) {
 }
 
 void cluster_simulation::check_leader(sim_node& n) {
-  if (!n.raft->is_leader())
-    return;
-  auto term = n.raft->term();
-  auto [i, fresh] = leader_of_term_.try_emplace(term, n.id);
-  if (fresh) {
+  if (n.raft->is_leader() && history_.leader(n.id, n.raft->term()))
     ++res_.elections;
-    log("leader " + std::to_string(n.id) + " term " + std::to_string(term));
-  } else if (i->second != n.id) {
-    fail("election_safety", "nodes " + std::to_string(i->second) + " and " +
-                              std::to_string(n.id) + " both lead term " +
-                              std::to_string(term));
-  }
-}
-
-void cluster_simulation::check_map(const cluster::cluster_map& map,
-                                   uint64_t index) {
-  auto where = " in the map of index " + std::to_string(index);
-  if (map.shard_count() != p_.shard_count)
-    fail("one_owner", std::to_string(map.shard_count()) + " shards" + where);
-  for (uint32_t s = 0; s < map.shard_count(); ++s) {
-    const auto& e = map.shards[s];
-    if (!map.find(e.owner) || !e.replicas.empty() || !e.in_sync.empty())
-      fail("one_owner", "shard " + std::to_string(s) + " owned by " +
-                          std::to_string(e.owner) + ", not a member" + where);
-  }
 }
 
 void cluster_simulation::check_applied(sim_node& n,
                                        const cluster::applied_entry& a) {
-  auto index = a.entry.index;
-  auto who = "node " + std::to_string(n.id) + " ";
-  if (index != n.last_applied + 1)
-    fail("state_machine_safety", who + "applied " + std::to_string(index) +
-                                   " after " + std::to_string(n.last_applied));
-  if (a.state.epoch < n.last_epoch)
-    fail("epoch_order", who + "went from epoch " +
-                          std::to_string(n.last_epoch) + " to " +
-                          std::to_string(a.state.epoch));
-  check_map(a.state, index);
-  auto d = digest(a.state);
-  auto term = n.raft->term();
-  auto [i, fresh] = committed_.try_emplace(
-    index, committed_entry{a.entry, d, a.state.epoch, term});
-  if (fresh) {
+  if (history_.applied(n.id, n.raft->term(), a))
     ++res_.committed;
-    log("commit " + std::to_string(index) + " " +
-        cluster::to_string(a.entry.cmd) + " epoch " +
-        std::to_string(a.state.epoch));
-    auto prev = committed_.find(index - 1);
-    if (prev != committed_.end() && prev->second.epoch > a.state.epoch)
-      fail("epoch_order", "epoch fell at index " + std::to_string(index));
-  } else if (i->second.entry != a.entry || i->second.map_digest != d) {
-    fail("state_machine_safety",
-         who + "applied at index " + std::to_string(index) + " " +
-           cluster::to_string(a.entry.cmd) + " of term " +
-           std::to_string(a.entry.term) + ", another node " +
-           cluster::to_string(i->second.entry.cmd) + " of term " +
-           std::to_string(i->second.entry.term));
-  } else {
-    i->second.term_seen = std::min(i->second.term_seen, term);
-  }
-  n.last_applied = index;
-  n.last_epoch = a.state.epoch;
 }
 
 void cluster_simulation::check_installed(sim_node& n,
                                          const cluster::snapshot& snap) {
-  auto who = "node " + std::to_string(n.id) + " ";
-  if (snap.last_index <= n.last_applied)
-    fail("state_machine_safety", who + "installed an older snapshot");
-  if (snap.state.epoch < n.last_epoch)
-    fail("epoch_order", who + "installed a snapshot of an older epoch");
-  check_map(snap.state, snap.last_index);
-  auto i = committed_.find(snap.last_index);
-  if (i != committed_.end() && i->second.map_digest != digest(snap.state))
-    fail("state_machine_safety", who + "installed a snapshot at " +
-                                   std::to_string(snap.last_index) +
-                                   " whose map differs from the committed one");
-  log("install " + std::to_string(n.id) + " at " +
-      std::to_string(snap.last_index));
-  n.last_applied = snap.last_index;
-  n.last_epoch = snap.state.epoch;
+  history_.installed(n.id, snap);
 }
 
 void cluster_simulation::check_logs(sim_node& n) {
@@ -588,8 +488,9 @@ void cluster_simulation::check_pair(const sim_node& a, const sim_node& b) {
 void cluster_simulation::check_completeness(sim_node& n) {
   const auto& store = n.raft->store();
   auto term = n.raft->term();
-  auto from = committed_.upper_bound(store.last_snapshot().last_index);
-  for (auto i = from; i != committed_.end(); ++i) {
+  const auto& committed = history_.committed();
+  auto from = committed.upper_bound(store.last_snapshot().last_index);
+  for (auto i = from; i != committed.end(); ++i) {
     if (i->second.term_seen >= term)
       continue;
     if (i->first > store.last_index() ||
@@ -656,7 +557,7 @@ cluster_sim_result cluster_simulation::run() {
                               std::to_string(converge_within_ms) +
                               " ms after healing");
     }
-  } catch (const failure_signal& f) {
+  } catch (const raft_failure& f) {
     res_.failure = f.v;
     log("VIOLATION " + f.v.invariant + ": " + f.v.detail);
   }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/raft_history.hpp"
+
 namespace dally::sim {
 
 /// Consensus bugs planted on purpose in the cluster simulation, each
@@ -55,13 +57,6 @@ struct cluster_sim_params {
   /// Per 50 ms, per million: the chance that a client proposes a change.
   uint32_t propose_ppm = 0;
   int64_t fault_phase_ms = 0;
-};
-
-struct cluster_violation {
-  /// election_safety, log_matching, leader_completeness,
-  /// state_machine_safety, epoch_order, one_owner or convergence.
-  std::string invariant;
-  std::string detail;
 };
 
 struct cluster_sim_result {

@@ -1,7 +1,8 @@
 // dally-sim: the deterministic simulator's command line.
 //
-//   dally-sim [--seed N] [--plant BUG] [--verbose] [--data-root DIR]
-//     [--twice] [--expect-invariant NAME] [--expect-damaged N]
+//   dally-sim [--seed N] [--nodes N | --cluster] [--plant BUG] [--verbose]
+//     [--data-root DIR] [--twice] [--expect-invariant NAME]
+//     [--expect-damaged N]
 //     One run (with --twice two, which must give the same hash). Without --seed
 //     a random one, printed first with every parameter drawn from it. Ends with
 //     `hash=<hex>`; on a violation prints the invariant, the last events and
@@ -17,6 +18,9 @@
 //     The self-test: seeds 1..K with BUG planted in the engine; exits 0 at
 //     the first seed whose run fails (on NAME, if given), 1 if none does or
 //     it fails on another invariant.
+// --nodes N (3 to 5), or --cluster (as many as the seed draws), runs a
+// cluster of engines with the shard map from Raft instead of one engine
+// (docs/simulation.md); every form above takes it.
 // BUG: one of sim/planted.hpp's bugs (see docs/simulation.md), such as
 // fire-early; `dally-sim --help` lists them.
 
@@ -58,8 +62,8 @@ std::string bug_names() {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "dally-sim: " << why << "\n"
-            << "usage: dally-sim [--seed N] [--plant BUG] [--verbose] "
-               "[--data-root DIR] [--twice]\n"
+            << "usage: dally-sim [--seed N] [--nodes N | --cluster] "
+               "[--plant BUG] [--verbose] [--data-root DIR] [--twice]\n"
                "         [--expect-invariant NAME] [--expect-damaged N]\n"
             << "       dally-sim --swarm K [--jobs J] [--swarm-seed S] "
                "[--plant BUG] [--twice]\n"
@@ -85,10 +89,25 @@ uint64_t parse_u64(const std::string& flag, const std::string& text) {
 /// A seed's run (child process) that takes longer than this hangs.
 constexpr std::chrono::seconds seed_timeout{120};
 
-std::string repro(uint64_t seed, sim::planted_bug plant) {
+/// The options that shape a run, as on the command line (none for a run
+/// of one engine).
+std::vector<std::string> shape_args(const sim::sim_options& opts) {
+  std::vector<std::string> out;
+  if (opts.nodes > 0)
+    out = {"--nodes", std::to_string(opts.nodes)};
+  else if (opts.cluster)
+    out = {"--cluster"};
+  if (opts.plant != sim::planted_bug::none) {
+    out.push_back("--plant");
+    out.push_back(sim::planted_name(opts.plant));
+  }
+  return out;
+}
+
+std::string repro(uint64_t seed, const sim::sim_options& opts) {
   std::string out = "dally-sim --seed " + std::to_string(seed);
-  if (plant != sim::planted_bug::none)
-    out += " --plant " + sim::planted_name(plant);
+  for (const auto& a : shape_args(opts))
+    out += " " + a;
   return out;
 }
 
@@ -140,7 +159,7 @@ int run_one(const cli& args) {
       std::cout << "VIOLATION determinism: the second run's hash " << again.hash
                 << " differs from the first's " << res.hash << " ("
                 << res.events << " and " << again.events
-                << " events)\nreproduce: " << repro(opts.seed, opts.plant)
+                << " events)\nreproduce: " << repro(opts.seed, opts)
                 << " --twice\nhash=" << res.hash << std::endl;
       return 1;
     }
@@ -159,7 +178,7 @@ int run_one(const cli& args) {
       for (const auto& line : res.last_events)
         std::cout << "  " << line << '\n';
     }
-    std::cout << "reproduce: " << repro(opts.seed, opts.plant) << '\n';
+    std::cout << "reproduce: " << repro(opts.seed, opts) << '\n';
   }
   bool ok = as_expected(args, res);
   std::cout << "hash=" << res.hash << std::endl;
@@ -172,10 +191,8 @@ pid_t spawn_seed(uint64_t seed, const cli& args, const std::string& path) {
     std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<std::string> argv_s{self, "--seed", std::to_string(seed),
                                   "--brief"};
-  if (args.opts.plant != sim::planted_bug::none) {
-    argv_s.push_back("--plant");
-    argv_s.push_back(sim::planted_name(args.opts.plant));
-  }
+  for (const auto& a : shape_args(args.opts))
+    argv_s.push_back(a);
   if (args.twice)
     argv_s.push_back("--twice");
   if (!args.opts.data_root.empty()) {
@@ -253,8 +270,7 @@ std::map<uint64_t, std::string> run_many(const std::vector<uint64_t>& seeds,
     if (auto why = failure_of(status, hung, path)) {
       failed[seed] = *why;
       std::cout << "FAILED seed=" << seed << ": " << *why
-                << "\n  reproduce: " << repro(seed, args.opts.plant)
-                << std::endl;
+                << "\n  reproduce: " << repro(seed, args.opts) << std::endl;
     }
     std::filesystem::remove(path);
   };
@@ -345,6 +361,13 @@ void parse_option(cli& args, int argc, char** argv, int& i) {
     if (!bug)
       usage("unknown bug '" + name + "'");
     args.opts.plant = *bug;
+  } else if (arg == "--nodes") {
+    auto n = parse_u64(arg, next());
+    if (n < 3 || n > 5)
+      usage("--nodes needs 3, 4 or 5");
+    args.opts.nodes = static_cast<uint32_t>(n);
+  } else if (arg == "--cluster") {
+    args.opts.cluster = true;
   } else if (arg == "--verbose") {
     args.opts.verbose = true;
   } else if (arg == "--brief") {

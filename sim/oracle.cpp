@@ -454,6 +454,18 @@ std::optional<violation> oracle::touch_answered(const delivery_ref& d,
   return std::nullopt;
 }
 
+void oracle::touch_may_apply(const delivery_ref& d, int64_t extend_ms,
+                             size_t sent_mark) {
+  auto* occ = current(d);
+  if (occ == nullptr)
+    return;
+  // Done at a reading since it left, or at one still to come.
+  auto at = min_since(sent_mark).value_or(high_water_ms_);
+  const auto& r = keys_.at(*tasks_.at(d.id).key).req;
+  occ->lease_lo_ms =
+    std::min(occ->lease_lo_ms, at + (extend_ms == 0 ? r.lease_ms : extend_ms));
+}
+
 std::optional<violation> oracle::ack_answered(const delivery_ref& d,
                                               bool accepted) {
   if (accepted)

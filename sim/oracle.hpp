@@ -161,6 +161,13 @@ public:
                                           int64_t extend_ms, bool accepted,
                                           size_t arrived_mark);
 
+  /// A touch of `d` by `extend_ms` left at reading mark `sent_mark` on a
+  /// way where its answer may come late or never (in a cluster, forwarded
+  /// to the owner): from now the lease may end as early as that touch would
+  /// set it, and `touch_answered` makes it exact if the answer comes.
+  void touch_may_apply(const delivery_ref& d, int64_t extend_ms,
+                       size_t sent_mark);
+
   /// The engine answered an ack of `d` that a consumer sent through it. A
   /// refusal of the attempt the engine last sent means its lease ran out:
   /// the ack does not count, and unless something may have moved the task

@@ -26,6 +26,7 @@ constexpr bug_name names[] = {
   {planted_bug::expiry_keeps_attempt, "expiry-keeps-attempt"},
   {planted_bug::duplicate_id, "duplicate-id"},
   {planted_bug::touch_shortens_lease, "touch-shortens-lease"},
+  {planted_bug::grab_shard, "grab-shard"},
 };
 
 constexpr auto bugs = [] {
@@ -99,6 +100,8 @@ void plant(planted_bug bug, logic::engine_config& cfg) {
       return wrap_stores<store_reusing_first_id>(cfg);
     case planted_bug::touch_shortens_lease:
       return use_lifecycle<lifecycle_touch_shortening>(cfg);
+    case planted_bug::grab_shard:
+      return; // Planted in the simulator's cluster glue, not the engine.
   }
 }
 

@@ -45,6 +45,11 @@ enum class planted_bug : uint8_t {
   duplicate_id,
   /// A touch sets the lease to half what it asked for.
   touch_shortens_lease,
+  /// In a cluster run (dally-sim --nodes), the first node's glue hands its
+  /// engine each committed map with one more shard given to that node (the
+  /// lowest it does not own): a node serving a shard the map gave another.
+  /// The engine's configuration is untouched.
+  grab_shard,
 };
 
 /// Every bug, none included, in the order of the enum.

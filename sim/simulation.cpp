@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -23,6 +24,7 @@
 
 #include "actors/engine.hpp"
 #include "actors/messages.hpp"
+#include "cluster/raft_node.hpp"
 #include "core/placement.hpp"
 #include "net/engine_actor.hpp"
 #include "net/error.hpp"
@@ -31,6 +33,7 @@
 #include "sim/clock_model.hpp"
 #include "sim/event_log.hpp"
 #include "sim/network_model.hpp"
+#include "sim/raft_history.hpp"
 #include "storage/fault_fs.hpp"
 #include "storage/record_damage.hpp"
 
@@ -71,9 +74,20 @@ constexpr uint32_t engine_node = 0;
 /// How long a client waits for an answer before it counts as unknown.
 constexpr int64_t client_timeout_ms = 5'000;
 
+/// How long a cluster node's engine waits for a forwarded request's answer
+/// before it answers `unavailable`: before the client gives up.
+constexpr int64_t forward_timeout_ms = 3'000;
+
+/// How long after the heal a cluster has a coordinator and every node the
+/// newest map, its engine running exactly its shards.
+constexpr int64_t converge_within_ms = 30'000;
+
 /// Schedules whose answer never came are retried with the same key this
 /// often at most.
 constexpr int retries = 3;
+
+/// Events at true times (ms), in order; equal times in the order added.
+using agenda = std::multimap<int64_t, std::function<void()>>;
 
 struct sim_config : caf::actor_system_config {
   sim_config() {
@@ -93,7 +107,7 @@ struct world {
                                    p.net_duplicate_ppm}),
       damage_gen(root.fork()), time_gen(root.fork()),
       clock(p.max_skew_ms, p.clock_drift_ppm, t0_ms),
-      checks(clock_error_bound_ms(p)) {
+      checks(clock_error_bound_ms(p)), cluster_gen(root.fork()) {
     // nop
   }
 
@@ -112,6 +126,46 @@ struct world {
   oracle checks;
   event_log log{64};
   std::optional<violation> failure;
+  /// Forked last: a run of one engine draws nothing from it.
+  prng cluster_gen;
+
+  /// One node of a cluster run: its engine, on its own file system, data
+  /// directory and wall clock, and its Raft node on its own log store
+  /// (which survives the node's crashes, as a synced log does).
+  struct node_state {
+    node_state(uint32_t i, const sim_params& p)
+      : index(i), id(i + 1), clock(p.max_skew_ms, p.clock_drift_ppm, t0_ms) {
+      // nop
+    }
+    uint32_t index;
+    cluster::node_id id;
+    std::shared_ptr<storage::fault_fs> fs;
+    logic::engine_config cfg;
+    engine_actor engine;
+    clock_model clock;
+    std::unique_ptr<cluster::memory_log_store> log;
+    std::unique_ptr<cluster::raft_node> raft;
+    /// The Raft node's monotonic clock: true time plus this.
+    int64_t mono_offset_ms = 0;
+    bool crash_pending = false;
+    /// The newest map epoch handed to the running engine.
+    uint64_t sent_epoch = 0;
+    /// Maps for the running engine, in commit order: the first is with it
+    /// until it answers.
+    std::deque<core::shard_map> maps;
+    /// The shards the running engine reported open (map_installed_msg).
+    std::set<uint32_t> running;
+    /// The term in which this node, leading, proposed the map's creation.
+    uint64_t create_term = 0;
+  };
+  /// A cluster run's nodes (none in a run of one engine).
+  std::deque<node_state> nodes;
+  std::unique_ptr<raft_history> history;
+  /// The run's agenda, for events a cluster run adds as it goes (Raft
+  /// messages in flight, ticks, restarts).
+  agenda* plan = nullptr;
+
+  bool clustered() const { return params.nodes > 0; }
 
   caf::actor_system* sys = nullptr;
   caf::scheduler::test_coordinator* sched = nullptr;
@@ -135,6 +189,9 @@ struct world {
     bool alive = false;
     /// The consumer actor's number (each actor its own, never reused).
     uint64_t number = 0;
+    /// The node it subscribes at and acks and touches through (a cluster
+    /// run's; 0 otherwise).
+    uint32_t home = 0;
   };
   std::vector<consumer_slot> consumers;
   /// Numbers of the consumer actors still alive.
@@ -157,13 +214,6 @@ struct world {
     using namespace std::chrono;
     auto since = sched->clock().current_time.time_since_epoch();
     return t0_ms + duration_cast<milliseconds>(since).count();
-  }
-
-  /// The engine's wall clock: every reading it makes is the oracle's.
-  int64_t read_wall_clock() {
-    auto now = clock.wall_ms(true_ms());
-    checks.clock_read(now);
-    return now;
   }
 
   void event(const std::string& text) {
@@ -213,6 +263,25 @@ private:
   init_fn init_;
 };
 
+/// The engine of node `node` (a cluster run's index; 0 otherwise), or
+/// null while it is down.
+engine_actor engine_at(world& w, uint32_t node) {
+  return w.clustered() ? w.nodes[node].engine : w.engine;
+}
+
+/// Node `node`'s end of the simulated network: 0 for the one engine, 10
+/// and up for a cluster's nodes (clients are 1 to 4).
+uint32_t net_id(const world& w, uint32_t node) {
+  return w.clustered() ? 10 + node : engine_node;
+}
+
+/// The node a client's request goes to: any, in a cluster run.
+uint32_t pick_node(world& w) {
+  return w.clustered()
+           ? static_cast<uint32_t>(w.cluster_gen.pick(w.nodes.size()))
+           : 0;
+}
+
 /// The engine's answer in `el` if it is one: the reply, or nothing for an
 /// error.
 template<class Reply>
@@ -223,6 +292,22 @@ std::optional<std::optional<Reply>> answer_in(const caf::mailbox_element& el) {
   if (content.match_elements<Reply>())
     return std::optional<Reply>{content.get_as<Reply>(0)};
   return std::optional<Reply>{};
+}
+
+/// The error answer in `el`, for the log.
+std::string error_text(const caf::mailbox_element& el) {
+  const auto& content = el.content();
+  if (!content.match_elements<caf::error>())
+    return "not an error";
+  return net::describe(content.get_as<caf::error>(0));
+}
+
+/// Whether `el` is an error answer of code `unavailable`.
+bool unavailable_in(const caf::mailbox_element& el) {
+  const auto& content = el.content();
+  return el.mid.is_response() && content.match_elements<caf::error>() &&
+         net::from_caf(content.get_as<caf::error>(0)).code() ==
+           core::errc::unavailable;
 }
 
 // -- clients ------------------------------------------------------------------
@@ -241,20 +326,21 @@ struct call_hooks {
   std::function<void(std::optional<Reply>)> done;
 };
 
-/// Sends `req` from client `node` to the engine across the simulated
-/// network (each way delayed, dropped or duplicated as the network model
-/// says).
+/// Sends `req` from client `node` to the engine of node `target` across the
+/// simulated network (each way delayed, dropped or duplicated as the
+/// network model says).
 template<class Reply, class Request>
-void call(world& w, uint32_t node, Request req, call_hooks<Reply> hooks) {
+void call(world& w, uint32_t node, uint32_t target, Request req,
+          call_hooks<Reply> hooks) {
   auto tap = [answered = hooks.answered](const caf::mailbox_element& el) {
     if (auto answer = answer_in<Reply>(el))
       answered(*answer);
   };
-  auto init = [&w, node, req = std::move(req), arrived = hooks.arrived,
+  auto init = [&w, node, target, req = std::move(req), arrived = hooks.arrived,
                done = hooks.done](caf::event_based_actor* self) {
     auto finished = std::make_shared<bool>(false);
     auto now = w.true_ms();
-    for (auto at : w.net.send({node, engine_node}, now))
+    for (auto at : w.net.send({node, net_id(w, target)}, now))
       self->delayed_send(self, std::chrono::milliseconds{at - now},
                          send_atom::value);
     self->delayed_send(self, std::chrono::milliseconds{client_timeout_ms},
@@ -267,14 +353,15 @@ void call(world& w, uint32_t node, Request req, call_hooks<Reply> hooks) {
       self->quit();
     };
     return caf::behavior{
-      [self, &w, node, req, arrived](send_atom) {
-        if (!w.engine)
+      [self, &w, node, target, req, arrived](send_atom) {
+        auto engine = engine_at(w, target);
+        if (!engine)
           return; // The engine is down: the request is lost.
-        self->request(w.engine, caf::infinite, req)
+        self->request(engine, caf::infinite, req)
           .then(
-            [self, &w, node](Reply& reply) {
+            [self, &w, node, target](Reply& reply) {
               auto now = w.true_ms();
-              for (auto at : w.net.send({engine_node, node}, now))
+              for (auto at : w.net.send({net_id(w, target), node}, now))
                 self->delayed_send(self, std::chrono::milliseconds{at - now},
                                    answer_atom::value, reply);
             },
@@ -329,10 +416,19 @@ void observe_sent(world& w, uint64_t number, const v1::Delivery& d) {
 /// have lost a commit unseen (an in-doubt fire can come back from disk
 /// with its attempt, an ack's answer is an error), and the shard restarts
 /// from its store (or the engine, after a power cut).
+uint64_t disk_failures(const storage::fault_fs& fs) {
+  auto st = fs.stats();
+  return st.injected_write_failures + st.injected_sync_failures +
+         st.refused_inactive;
+}
+
 void notice_disk_failures(world& w) {
-  auto st = w.fs->stats();
-  auto failures = st.injected_write_failures + st.injected_sync_failures +
-                  st.refused_inactive;
+  uint64_t failures = 0;
+  if (w.clustered())
+    for (const auto& n : w.nodes)
+      failures += disk_failures(*n.fs);
+  else
+    failures = disk_failures(*w.fs);
   if (failures == w.disk_failures_seen)
     return;
   w.disk_failures_seen = failures;
@@ -429,13 +525,15 @@ void answer_late(world& w, caf::typed_response_promise<Reply> rp, Reply reply,
 /// Sends `req` (an ack or a touch) to the engine; `then` runs once it
 /// succeeded, and on an error the actor quits.
 template<class Request>
-void settle_through_engine(caf::event_based_actor* self, world& w, Request req,
+void settle_through_engine(caf::event_based_actor* self, world& w,
+                           uint32_t node, Request req,
                            std::function<void()> then) {
-  if (!w.engine) {
+  auto engine = engine_at(w, node);
+  if (!engine) {
     self->quit();
     return;
   }
-  self->request(w.engine, caf::infinite, std::move(req))
+  self->request(engine, caf::infinite, std::move(req))
     .then(
       [then](net::empty_reply&) {
         if (then)
@@ -448,18 +546,13 @@ void settle_through_engine(caf::event_based_actor* self, world& w, Request req,
 /// touches the delivery through the engine (extending or shortening its
 /// lease), then acks through the engine within the new lease or falls
 /// silent, so that the lease it set runs out.
-void touch_later(world& w, const v1::DeliveryId& id) {
-  auto& g = w.consumer_gen;
-  auto wait_ms = g.between(0, 100);
-  auto extend_ms = g.between(100, 2 * w.params.max_lease_ms);
-  bool then_ack = g.chance(1, 2);
-  auto ack_after_ms = g.between(0, extend_ms);
-  auto ref = ref_of(id);
-  auto mark = std::make_shared<size_t>(0);
-  // The touch's answer comes before the ack is sent.
-  auto acking = std::make_shared<bool>(false);
-  auto tap = [&w, ref, extend_ms, mark,
-              acking](const caf::mailbox_element& el) {
+/// Checks the engine's answers to a touch, then to the ack that may follow
+/// it (`acking` tells which is due), against what the touch asked for.
+std::function<void(const caf::mailbox_element&)>
+touch_answer_checks(world& w, delivery_ref ref, int64_t extend_ms,
+                    std::shared_ptr<size_t> mark,
+                    std::shared_ptr<bool> acking) {
+  return [&w, ref, extend_ms, mark, acking](const caf::mailbox_element& el) {
     auto answer = answer_in<net::empty_reply>(el);
     if (!answer)
       return;
@@ -467,6 +560,15 @@ void touch_later(world& w, const v1::DeliveryId& id) {
     notice_disk_failures(w);
     auto ok = answer->has_value();
     auto outcome = std::string{ok ? "ok" : "failed"};
+    if (w.clustered() && !ok)
+      outcome += ": " + error_text(el);
+    if (w.clustered() && unavailable_in(el)) {
+      // Forwarded to an owner that is down or cut off: not a refusal, and
+      // the request may or may not have been done.
+      w.event((*acking ? "ack " : "touch ") + describe(ref) +
+              " through the engine -> unavailable");
+      return;
+    }
     if (*acking) {
       w.event("ack " + describe(ref) + " through the engine -> " + outcome);
       w.check(w.checks.ack_answered(ref, ok));
@@ -476,17 +578,34 @@ void touch_later(world& w, const v1::DeliveryId& id) {
             " ms -> " + outcome);
     w.check(w.checks.touch_answered(ref, extend_ms, ok, *mark));
   };
-  auto init = [&w, id, ref, mark, acking, wait_ms, extend_ms, then_ack,
+}
+
+void touch_later(world& w, uint32_t node, const v1::DeliveryId& id) {
+  auto& g = w.consumer_gen;
+  auto wait_ms = g.between(0, 100);
+  auto extend_ms = g.between(100, 2 * w.params.max_lease_ms);
+  bool then_ack = g.chance(1, 2);
+  auto ack_after_ms = g.between(0, extend_ms);
+  auto ref = ref_of(id);
+  auto mark = std::make_shared<size_t>(0);
+  // The touch's answer comes before the ack is sent.
+  auto acking = std::make_shared<bool>(false);
+  auto tap = touch_answer_checks(w, ref, extend_ms, mark, acking);
+  auto init = [&w, node, id, ref, mark, acking, wait_ms, extend_ms, then_ack,
                ack_after_ms](caf::event_based_actor* self) {
     self->delayed_send(self, std::chrono::milliseconds{wait_ms},
                        send_atom::value);
     return caf::behavior{
-      [self, &w, id, mark, extend_ms, then_ack, ack_after_ms](send_atom) {
+      [self, &w, node, id, mark, extend_ms, then_ack, ack_after_ms](send_atom) {
         v1::TouchRequest touch;
         *touch.mutable_id() = id;
         touch.set_extend_ms(extend_ms);
         *mark = w.checks.reading_mark();
-        settle_through_engine(self, w, net::touch_request{touch}, [=] {
+        // Forwarded to the owner, it may be done there while its answer
+        // is late or lost.
+        if (w.clustered())
+          w.checks.touch_may_apply(ref_of(id), extend_ms, *mark);
+        settle_through_engine(self, w, node, net::touch_request{touch}, [=] {
           if (!then_ack) {
             self->quit();
             return;
@@ -495,12 +614,12 @@ void touch_later(world& w, const v1::DeliveryId& id) {
                              answer_atom::value);
         });
       },
-      [self, &w, id, ref, acking](answer_atom) {
+      [self, &w, node, id, ref, acking](answer_atom) {
         *acking = true;
         tell(w, ref, consumer_verdict::ack);
         v1::AckRequest ack;
         *ack.mutable_id() = id;
-        settle_through_engine(self, w, net::ack_request{ack},
+        settle_through_engine(self, w, node, net::ack_request{ack},
                               [self] { self->quit(); });
       },
     };
@@ -535,7 +654,7 @@ caf::result<net::delivery_reply> on_delivery(caf::event_based_actor* self,
     }
     case reaction::touch:
       tell(w, ref, consumer_verdict::later);
-      touch_later(w, d.id());
+      touch_later(w, w.consumers[slot].home, d.id());
       return net::delivery_reply{verdict(v1::DeliveryReply::VERDICT_LATER)};
   }
   return self->make_response_promise<net::delivery_reply>();
@@ -567,7 +686,7 @@ on_batch(caf::event_based_actor* self, world& w, size_t slot,
   }
   if (how == reaction::touch)
     for (const auto& d : batch.deliveries())
-      touch_later(w, d.id());
+      touch_later(w, w.consumers[slot].home, d.id());
   if (mixed || how == reaction::touch) {
     tell_batch(w, refs, reply.pb);
     return reply;
@@ -600,7 +719,9 @@ caf::behavior consumer_impl(caf::event_based_actor* self, world* wp,
 void subscribe(world& w, size_t slot) {
   v1::SubscribeRequest sub;
   sub.set_topic(w.consumers[slot].topic);
-  auto engine = w.engine;
+  auto engine = engine_at(w, w.consumers[slot].home);
+  if (!engine)
+    return; // Its node is down: it subscribes again when the node is up.
   auto send = [&w, engine](auto handle, v1::SubscribeRequest sub) {
     w.sys->spawn(
       [engine, sub, handle](caf::event_based_actor* self, int) {
@@ -693,9 +814,9 @@ void drain(world& w) {
 
 /// The shard actors of the running engine (the supervisor watches them,
 /// so they outlive an engine that is killed).
-std::vector<caf::actor> shard_handles(world& w) {
+std::vector<caf::actor> shard_handles(world& w, const engine_actor& engine) {
   caf::scoped_actor self{*w.sys};
-  auto handle = self->request(caf::actor_cast<caf::actor>(w.engine),
+  auto handle = self->request(caf::actor_cast<caf::actor>(engine),
                               caf::infinite, actors::shards_atom::value);
   drain(w);
   std::vector<caf::actor> out;
@@ -708,8 +829,12 @@ std::vector<caf::actor> shard_handles(world& w) {
 /// Arms a power cut: the disk takes `ops` more writes and syncs, then
 /// fails everything, as if the machine had lost power at that point of
 /// its I/O (mid-commit, between a WAL append and its fsync, ...).
+void arm_node_crash(world& w, uint64_t ops);
+
 void arm_crash(world& w) {
   auto ops = static_cast<uint64_t>(w.fault_gen.between(0, 30));
+  if (w.clustered())
+    return arm_node_crash(w, ops);
   w.event("power cut after " + std::to_string(ops) + " more writes");
   w.fs->die_after(ops);
   w.crash_pending = true;
@@ -765,7 +890,7 @@ void crash(world& w) {
   w.crash_pending = false;
   w.fs->set_active(false);
   w.event("crash");
-  auto shards = shard_handles(w);
+  auto shards = shard_handles(w, w.engine);
   for (auto& s : shards)
     caf::anon_send_exit(s, caf::exit_reason::kill);
   caf::anon_send_exit(w.engine, caf::exit_reason::kill);
@@ -904,7 +1029,8 @@ void send_schedule(world& w, v1::ScheduleRequest req, int attempt) {
     ++w.acknowledged;
     w.client_known.insert(a->pb.id());
   };
-  call(w, node, net::schedule_request{std::move(req)}, std::move(hooks));
+  call(w, node, pick_node(w), net::schedule_request{std::move(req)},
+       std::move(hooks));
 }
 
 uint64_t pick_id(world& w) {
@@ -949,8 +1075,8 @@ void send_revoke(world& w) {
   hooks.done = [&w, what](std::optional<net::change_reply> a) {
     w.event(what + " -> " + outcome_name(a));
   };
-  call(w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
-       net::revoke_request{req}, std::move(hooks));
+  auto client = 1 + static_cast<uint32_t>(w.work_gen.below(4));
+  call(w, client, pick_node(w), net::revoke_request{req}, std::move(hooks));
 }
 
 void send_reschedule(world& w) {
@@ -967,8 +1093,8 @@ void send_reschedule(world& w) {
   hooks.done = [&w, what](std::optional<net::change_reply> a) {
     w.event(what + " -> " + outcome_name(a));
   };
-  call(w, 1 + static_cast<uint32_t>(w.work_gen.below(4)),
-       net::reschedule_request{req}, std::move(hooks));
+  auto client = 1 + static_cast<uint32_t>(w.work_gen.below(4));
+  call(w, client, pick_node(w), net::reschedule_request{req}, std::move(hooks));
 }
 
 // -- faults -------------------------------------------------------------------
@@ -982,22 +1108,42 @@ void disk_fault(world& w) {
   spec.code = storage::fault_code::io_error;
   spec.torn = g.chance(1, 2);
   auto count = static_cast<uint32_t>(g.between(1, 3));
-  if (g.chance(1, 2)) {
-    w.event("disk: the next " + std::to_string(count) + " WAL writes fail");
-    w.fs->fail_writes(count, spec);
-  } else {
-    w.event("disk: the next " + std::to_string(count) + " WAL syncs fail");
-    w.fs->fail_syncs(count, spec);
+  auto* fs = w.fs.get();
+  std::string where;
+  if (w.clustered()) {
+    auto& n = w.nodes[pick_node(w)];
+    fs = n.fs.get();
+    where = " on node " + std::to_string(n.id);
   }
+  if (g.chance(1, 2)) {
+    w.event("disk: the next " + std::to_string(count) + " WAL writes fail" +
+            where);
+    fs->fail_writes(count, spec);
+  } else {
+    w.event("disk: the next " + std::to_string(count) + " WAL syncs fail" +
+            where);
+    fs->fail_syncs(count, spec);
+  }
+}
+
+/// The wall clock a clock fault moves: the engine's, or a random node's.
+clock_model& clock_to_move(world& w, std::string& where) {
+  if (!w.clustered())
+    return w.clock;
+  auto& n = w.nodes[pick_node(w)];
+  where = " on node " + std::to_string(n.id);
+  return n.clock;
 }
 
 void clock_step(world& w) {
   auto delta = w.fault_gen.between(-w.params.max_skew_ms, w.params.max_skew_ms);
-  auto moved = w.clock.shift(delta);
+  std::string where;
+  auto& clock = clock_to_move(w, where);
+  auto moved = clock.shift(delta);
   if (moved < 0)
     w.checks.clock_stepped_back();
   w.event("wall clock steps " + std::to_string(moved) + " ms (offset " +
-          std::to_string(w.clock.offset_ms()) + ")");
+          std::to_string(clock.offset_ms()) + ")" + where);
 }
 
 /// A step of the wall clock beyond the skew: seconds to hours.
@@ -1012,8 +1158,9 @@ void clock_jump(world& w, int64_t delta_ms) {
 void network_fault(world& w, bool partition) {
   auto& g = w.fault_gen;
   auto client = static_cast<uint32_t>(1 + g.below(4));
-  link_id there{client, engine_node};
-  link_id back{engine_node, client};
+  auto node = net_id(w, pick_node(w));
+  link_id there{client, node};
+  link_id back{node, client};
   auto span = g.between(1'000, 20'000);
   auto now = w.true_ms();
   if (partition) {
@@ -1043,20 +1190,571 @@ void network_fault(world& w, bool partition) {
   }
 }
 
+void heal_nodes(world& w);
+
 /// Heals every fault: network, disk, consumers; no more clock steps.
 void heal(world& w) {
   w.event("heal");
   w.healed = true;
   w.healed_wall_ms = w.clock.wall_ms(w.true_ms());
   w.net.heal_all();
-  w.fs->clear_faults();
+  if (w.clustered())
+    heal_nodes(w);
+  else
+    w.fs->clear_faults();
   // A fresh consumer per topic, so every topic has a healthy one: the
   // deliveries that hanging consumers hold run out with their lease and go
   // to it, and a topic whose consumers all died is served again.
   for (uint32_t t = 0; t < w.params.topics; ++t) {
-    w.consumers.emplace_back().topic = "t" + std::to_string(t);
+    auto& c = w.consumers.emplace_back();
+    c.topic = "t" + std::to_string(t);
+    c.home = pick_node(w);
     spawn_consumer(w, w.consumers.size() - 1);
   }
+}
+
+// -- a cluster of engines -----------------------------------------------------
+
+/// How often the Raft nodes' timers are looked at.
+constexpr int64_t raft_tick_ms = 50;
+
+/// Sends a forwarded request's answer (or error) from node `to` back to
+/// node `from` across the network; a lost answer is never relayed.
+template<class Answer>
+void answer_back(world& w, caf::event_based_actor* hop, uint32_t from,
+                 uint32_t to, Answer answer) {
+  auto now = w.true_ms();
+  auto times = w.net.send({net_id(w, to), net_id(w, from)}, now);
+  if (times.empty()) {
+    hop->quit();
+    return;
+  }
+  hop->delayed_send(hop, std::chrono::milliseconds{times.front() - now},
+                    answer_atom::value, std::move(answer));
+}
+
+/// A forwarded request reached the engine of the shard's owner, where it
+/// takes effect: for most requests the oracle heard of it at the first
+/// engine already.
+template<class... Ts>
+void forward_arrived(world&, const Ts&...) {
+  // nop
+}
+
+/// A reschedule counts where the owner takes it: it may move a delivery
+/// the owner sent after the first engine took the request (the oracle
+/// would otherwise judge the moved attempt against the old retry delay).
+void forward_arrived(world& w, forwarded_atom,
+                     const net::reschedule_request& req) {
+  w.checks.reschedule_arrived(req.pb.id(), req.pb.due_ms());
+}
+
+/// Relays one request that node `from`'s engine forwards to node `to`'s
+/// across the simulated network, and its answer back: each way delayed or
+/// dropped as the network model says (a request that reaches a node that
+/// is down is lost); when no answer comes, the forwarding engine's own
+/// timeout answers.
+template<class Reply, class... Ts>
+caf::result<Reply> relay(caf::event_based_actor* self, world& w, uint32_t from,
+                         uint32_t to, Ts... xs) {
+  auto rp = self->make_response_promise<Reply>();
+  auto done = std::make_shared<bool>(false);
+  auto now = w.true_ms();
+  // CAF links nodes over TCP: a message is delayed or lost, never
+  // duplicated (a copy's answer could overtake the first's).
+  auto times = w.net.send({net_id(w, from), net_id(w, to)}, now);
+  times.resize(std::min<size_t>(times.size(), 1));
+  for (auto at : times) {
+    auto hop = [&w, rp, done, from, to, delay = at - now,
+                xs...](caf::event_based_actor* hop, int) mutable {
+      hop->delayed_send(hop, std::chrono::milliseconds{delay},
+                        send_atom::value);
+      auto finish = [hop, rp, done](auto answer) mutable {
+        if (!*done) {
+          *done = true;
+          rp.deliver(std::move(answer));
+        }
+        hop->quit();
+      };
+      return caf::behavior{
+        [&w, hop, from, to, xs...](send_atom) {
+          auto engine = engine_at(w, to);
+          if (!engine)
+            return hop->quit();
+          forward_arrived(w, xs...);
+          hop
+            ->request(caf::actor_cast<caf::actor>(engine), caf::infinite, xs...)
+            .then([&w, hop, from,
+                   to](Reply& r) { answer_back(w, hop, from, to, r); },
+                  [&w, hop, from, to](caf::error& e) {
+                    answer_back(w, hop, from, to, e);
+                  });
+        },
+        [finish](answer_atom, Reply& r) mutable { finish(std::move(r)); },
+        [finish](answer_atom, caf::error& e) mutable { finish(std::move(e)); },
+      };
+    };
+    w.sys->spawn(hop, 0);
+  }
+  return rp;
+}
+
+/// A handler of `(forwarded_atom, Ts...)` that relays it.
+template<class Reply, class... Ts>
+auto relaying(caf::event_based_actor* self, world& w, uint32_t from,
+              uint32_t to) {
+  return [self, &w, from, to](forwarded_atom, Ts&... xs) -> caf::result<Reply> {
+    return relay<Reply>(self, w, from, to, forwarded_atom::value, xs...);
+  };
+}
+
+/// What node `from`'s engine has as node `to`'s engine: every request it
+/// forwards there crosses the simulated network.
+caf::behavior peer_proxy(caf::event_based_actor* self, world* wp, uint32_t from,
+                         uint32_t to) {
+  auto& w = *wp;
+  return {
+    relaying<net::schedule_reply, net::schedule_request>(self, w, from, to),
+    relaying<net::schedule_batch_reply, net::schedule_batch_request>(self, w,
+                                                                     from, to),
+    relaying<net::change_reply, net::revoke_request>(self, w, from, to),
+    relaying<net::change_reply, net::reschedule_request>(self, w, from, to),
+    relaying<net::change_reply, net::kick_request>(self, w, from, to),
+    relaying<net::get_reply, net::get_request>(self, w, from, to),
+    relaying<net::empty_reply, net::ack_request>(self, w, from, to),
+    relaying<net::empty_reply, net::nack_request>(self, w, from, to),
+    relaying<net::empty_reply, net::touch_request>(self, w, from, to),
+    relaying<net::dead_letters_reply, net::dead_letters_request>(self, w, from,
+                                                                 to),
+    relaying<net::empty_reply, net::subscribe_request, consumer_actor>(
+      self, w, from, to),
+    relaying<net::empty_reply, net::subscribe_request, batch_consumer_actor>(
+      self, w, from, to),
+    relaying<net::empty_reply, net::unsubscribe_request, consumer_actor>(
+      self, w, from, to),
+  };
+}
+
+/// Gives every running engine fresh proxies of the other running ones (a
+/// node that is down is not a peer, as a peer monitor would find): each
+/// engine makes its subscriptions at every peer again.
+void refresh_peers(world& w) {
+  for (auto& n : w.nodes) {
+    if (!n.engine)
+      continue;
+    actors::set_peers_msg msg;
+    for (auto& m : w.nodes)
+      if (m.index != n.index && m.engine)
+        msg.engines.emplace(m.id, caf::actor_cast<engine_actor>(w.sys->spawn(
+                                    peer_proxy, &w, n.index, m.index)));
+    caf::anon_send(caf::actor_cast<caf::actor>(n.engine), std::move(msg));
+  }
+}
+
+int64_t mono_ms(const world& w, const world::node_state& n) {
+  return n.mono_offset_ms + (w.true_ms() - t0_ms);
+}
+
+std::string node_name(const world::node_state& n) {
+  return "node " + std::to_string(n.id);
+}
+
+/// Every shard runs on one node at most: no two running engines report
+/// the same shard open.
+void check_one_runner(world& w) {
+  std::map<uint32_t, cluster::node_id> runner;
+  for (const auto& n : w.nodes) {
+    if (!n.engine)
+      continue;
+    for (auto s : n.running) {
+      auto [i, fresh] = runner.try_emplace(s, n.id);
+      if (!fresh)
+        w.fail({"one_runner", "shard " + std::to_string(s) + " runs on nodes " +
+                                std::to_string(i->second) + " and " +
+                                std::to_string(n.id)});
+    }
+  }
+}
+
+/// The engine of node `index` (still `engine`) answered a map install.
+void map_installed(world& w, uint32_t index, const engine_actor& engine,
+                   const actors::map_installed_msg& m) {
+  auto& n = w.nodes[index];
+  if (n.engine != engine)
+    return; // The node crashed since.
+  auto list = [](const std::vector<uint32_t>& xs) {
+    std::string out;
+    for (auto x : xs)
+      out += (out.empty() ? "" : ",") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  for (auto s : m.opened)
+    n.running.insert(s);
+  for (auto s : m.closed)
+    n.running.erase(s);
+  w.event(node_name(n) + " runs epoch " + std::to_string(m.epoch) +
+          ": opened " + list(m.opened) + " closed " + list(m.closed) +
+          " failed " + list(m.failed));
+  check_one_runner(w);
+}
+
+/// The map node `index`'s engine is handed for the committed `state`
+/// (with grab-shard planted, node 1 takes one more shard).
+core::shard_map map_for(world& w, uint32_t index,
+                        const cluster::cluster_map& state) {
+  auto map = state.to_core();
+  if (w.opts.plant != planted_bug::grab_shard || index != 0)
+    return map;
+  for (auto& s : map.shards)
+    if (s.owner != w.nodes[index].id) {
+      s.owner = w.nodes[index].id;
+      break;
+    }
+  return map;
+}
+
+void send_next_map(world& w, uint32_t index);
+
+/// The engine (still `engine`) answered the first of node `index`'s maps:
+/// the next goes.
+void map_answered(world& w, uint32_t index, const engine_actor& engine) {
+  auto& n = w.nodes[index];
+  if (n.engine != engine)
+    return; // The node crashed since.
+  n.maps.pop_front();
+  send_next_map(w, index);
+}
+
+/// Hands node `index`'s engine the first of its maps, as the node's glue
+/// does: one at a time, each after the answer to the one before.
+void send_next_map(world& w, uint32_t index) {
+  auto& n = w.nodes[index];
+  if (n.maps.empty())
+    return;
+  auto engine = n.engine;
+  auto msg = actors::install_map_msg{n.maps.front()};
+  w.event(node_name(n) + " installs map epoch " +
+          std::to_string(msg.map.epoch));
+  w.sys->spawn(
+    [&w, index, engine, msg](caf::event_based_actor* self, int) {
+      self->request(caf::actor_cast<caf::actor>(engine), caf::infinite, msg)
+        .then(
+          [&w, index, engine, self](actors::map_installed_msg& m) {
+            map_installed(w, index, engine, m);
+            map_answered(w, index, engine);
+            self->quit();
+          },
+          [&w, index, engine, self, epoch = msg.map.epoch](caf::error& err) {
+            // Maps go in commit order, each newer than the last: the
+            // engine must take every one.
+            if (w.nodes[index].engine == engine)
+              w.fail({"map_install", node_name(w.nodes[index]) +
+                                       " refused the committed map of epoch " +
+                                       std::to_string(epoch) + ": " +
+                                       net::describe(err)});
+            map_answered(w, index, engine);
+            self->quit();
+          });
+      return caf::behavior{[](answer_atom) {}};
+    },
+    0);
+}
+
+/// Node `index` applied (or installed) the committed map `state`: its
+/// engine gets it if it is newer than the last it got, in commit order.
+void install_map(world& w, uint32_t index, const cluster::cluster_map& state) {
+  auto& n = w.nodes[index];
+  if (!n.engine || state.shard_count() == 0 || state.epoch <= n.sent_epoch)
+    return;
+  n.sent_epoch = state.epoch;
+  n.maps.push_back(map_for(w, index, state));
+  if (n.maps.size() == 1)
+    send_next_map(w, index);
+}
+
+void send_raft(world& w, uint32_t from, cluster::envelope env);
+
+/// What node `index`'s Raft node did: its commits checked and handed to
+/// its engine, its messages sent.
+void absorb(world& w, uint32_t index, cluster::raft_effects fx) {
+  auto& n = w.nodes[index];
+  try {
+    if (fx.installed) {
+      w.history->installed(n.id, *fx.installed);
+      install_map(w, index, fx.installed->state);
+    }
+    for (const auto& a : fx.applied) {
+      w.history->applied(n.id, n.raft->term(), a);
+      install_map(w, index, a.state);
+    }
+    if (n.raft->is_leader())
+      w.history->leader(n.id, n.raft->term());
+  } catch (const raft_failure& f) {
+    w.fail({f.v.invariant, f.v.detail});
+    return;
+  }
+  for (auto& env : fx.messages)
+    send_raft(w, index, std::move(env));
+}
+
+void send_raft(world& w, uint32_t from, cluster::envelope env) {
+  auto to = static_cast<uint32_t>(env.to - 1);
+  auto now = w.true_ms();
+  for (auto at : w.net.send({net_id(w, from), net_id(w, to)}, now))
+    w.plan->emplace(at, [&w, from, to, msg = env.msg] {
+      auto& n = w.nodes[to];
+      if (n.raft && !w.failure)
+        absorb(w, to, n.raft->on_message(mono_ms(w, n), w.nodes[from].id, msg));
+    });
+}
+
+/// The node that leads (the first that believes it does), or null.
+world::node_state* coordinator(world& w) {
+  for (auto& n : w.nodes)
+    if (n.raft && n.raft->is_leader())
+      return &n;
+  return nullptr;
+}
+
+void propose(world& w, world::node_state& n, const cluster::command& cmd) {
+  w.event("propose " + cluster::to_string(cmd) + " at " + node_name(n));
+  absorb(w, n.index, n.raft->propose(mono_ms(w, n), cmd));
+}
+
+/// A leader whose map has no shards yet proposes the cluster's creation,
+/// once per term (as dallyd's first coordinator does).
+void propose_create(world& w, world::node_state& n) {
+  if (!n.raft || !n.raft->is_leader() || n.raft->state().shard_count() > 0 ||
+      n.create_term == n.raft->term())
+    return;
+  n.create_term = n.raft->term();
+  cluster::create_map create{w.params.shards, {}};
+  for (const auto& m : w.nodes)
+    create.nodes.push_back(m.id);
+  propose(w, n, create);
+}
+
+/// A client asks the coordinator to mark a member leaving, or active
+/// again. Never `reassign`: a shard's data stays in its owner's directory,
+/// so a moved shard would open empty on its new owner (docs/cluster.md).
+void change_map(world& w) {
+  auto* n = coordinator(w);
+  if (n == nullptr) {
+    w.event("map change: no coordinator");
+    return;
+  }
+  auto& target = w.nodes[pick_node(w)];
+  const auto* m = n->raft->state().find(target.id);
+  if (m != nullptr && m->state == cluster::member::status::active)
+    propose(w, *n, cluster::remove_node{target.id});
+  else
+    propose(w, *n, cluster::add_node{target.id});
+}
+
+void tick_nodes(world& w) {
+  for (auto& n : w.nodes) {
+    if (!n.raft)
+      continue;
+    absorb(w, n.index, n.raft->on_tick(mono_ms(w, n)));
+    if (w.failure)
+      return;
+    propose_create(w, n);
+  }
+}
+
+void schedule_ticks(world& w, int64_t at_ms, int64_t end_ms) {
+  w.plan->emplace(at_ms, [&w, at_ms, end_ms] {
+    tick_nodes(w);
+    if (at_ms + raft_tick_ms < end_ms)
+      schedule_ticks(w, at_ms + raft_tick_ms, end_ms);
+  });
+}
+
+/// Node `index`'s Raft node starts from its log store; its engine gets the
+/// map it holds.
+void start_raft(world& w, uint32_t index) {
+  auto& n = w.nodes[index];
+  cluster::raft_config cfg;
+  cfg.self = n.id;
+  for (const auto& m : w.nodes)
+    cfg.voters.push_back(m.id);
+  cfg.snapshot_every = 16;
+  // Twice raft_config's defaults: half the messages, for runs under
+  // sanitizers in CI.
+  cfg.heartbeat_ms = 200;
+  cfg.election_min_ms = 1'000;
+  cfg.election_max_ms = 2'000;
+  cfg.seed = w.cluster_gen.next();
+  n.raft = std::make_unique<cluster::raft_node>(cfg, *n.log, mono_ms(w, n));
+  w.history->start(n.id, n.raft->applied_index(), n.raft->state().epoch);
+  install_map(w, index, n.raft->state());
+}
+
+void restart_node(world& w, uint32_t index) {
+  auto& n = w.nodes[index];
+  if (n.engine)
+    return;
+  w.event(node_name(n) + " restarts");
+  n.engine = actors::spawn_engine(*w.sys, n.cfg);
+  start_raft(w, index);
+  for (size_t i = 0; i < w.consumers.size(); ++i)
+    if (w.consumers[i].alive && w.consumers[i].home == index)
+      subscribe(w, i);
+  refresh_peers(w);
+}
+
+/// Arms a power cut of one node (half the time the coordinator's).
+void arm_node_crash(world& w, uint64_t ops) {
+  auto* n = &w.nodes[pick_node(w)];
+  if (w.cluster_gen.chance(1, 2))
+    if (auto* c = coordinator(w))
+      n = c;
+  if (!n->engine) {
+    w.event(node_name(*n) + " is down already");
+    return;
+  }
+  w.event("power cut on " + node_name(*n) + " after " + std::to_string(ops) +
+          " more writes");
+  n->fs->die_after(ops);
+  n->crash_pending = true;
+}
+
+/// A node's power cut happened: its engine and Raft node die, what its
+/// disk never synced is gone, and it comes back a while later (at once
+/// after the heal). Meanwhile its shards are unavailable.
+void crash_node(world& w, uint32_t index) {
+  auto& n = w.nodes[index];
+  n.crash_pending = false;
+  n.fs->set_active(false);
+  bool led = n.raft && n.raft->is_leader();
+  w.event("crash " + node_name(n) + (led ? " (coordinator)" : ""));
+  if (n.engine) {
+    for (auto& s : shard_handles(w, n.engine))
+      caf::anon_send_exit(s, caf::exit_reason::kill);
+    caf::anon_send_exit(n.engine, caf::exit_reason::kill);
+  }
+  n.engine = nullptr;
+  n.raft.reset();
+  n.running.clear();
+  n.maps.clear();
+  n.sent_epoch = 0;
+  drain(w);
+  if (auto err = n.fs->drop_unsynced_data())
+    w.fail({"harness", "dropping unsynced data failed: " + err.message()});
+  n.fs->set_active(true);
+  w.checks.restart();
+  ++w.restarts;
+  refresh_peers(w);
+  auto back_ms = w.healed ? 0 : w.cluster_gen.between(500, 15'000);
+  w.plan->emplace(w.true_ms() + back_ms,
+                  [&w, index] { restart_node(w, index); });
+}
+
+/// Cuts links between nodes for `span_ms` (Raft and forwarded requests
+/// alike): one node isolated, one direction of one link, or a split.
+void partition_nodes(world& w) {
+  auto& g = w.cluster_gen;
+  auto span = g.between(1'000, 20'000);
+  auto a = pick_node(w);
+  std::vector<link_id> cut;
+  auto both = [&](uint32_t x, uint32_t y) {
+    cut.push_back({net_id(w, x), net_id(w, y)});
+    cut.push_back({net_id(w, y), net_id(w, x)});
+  };
+  std::string what;
+  switch (g.below(3)) {
+    case 0:
+      for (uint32_t b = 0; b < w.nodes.size(); ++b)
+        if (b != a)
+          both(a, b);
+      what = "isolate " + node_name(w.nodes[a]);
+      break;
+    case 1: {
+      auto b = pick_node(w);
+      if (b != a)
+        cut.push_back({net_id(w, a), net_id(w, b)});
+      what = "cut node " + std::to_string(a + 1) + " -> node " +
+             std::to_string(b + 1);
+      break;
+    }
+    default: {
+      std::vector<bool> side(w.nodes.size());
+      for (size_t i = 0; i < side.size(); ++i)
+        side[i] = g.chance(1, 2);
+      for (uint32_t x = 0; x < side.size(); ++x)
+        for (uint32_t y = x + 1; y < side.size(); ++y)
+          if (side[x] != side[y])
+            both(x, y);
+      what = "split the nodes";
+      break;
+    }
+  }
+  w.event(what + " for " + std::to_string(span) + " ms");
+  for (auto l : cut)
+    w.net.partition(l);
+  w.plan->emplace(w.true_ms() + span, [&w, cut] {
+    for (auto l : cut)
+      w.net.heal(l);
+  });
+}
+
+/// At the heal: disks without faults, links between nodes without loss,
+/// every node up, and every engine with fresh peers.
+void heal_nodes(world& w) {
+  link_faults light{0, std::min<int64_t>(w.params.net_max_delay_ms, 50), 0, 0};
+  for (auto& n : w.nodes) {
+    n.fs->clear_faults();
+    for (auto& m : w.nodes)
+      if (m.index != n.index)
+        w.net.set_faults({net_id(w, n.index), net_id(w, m.index)}, light);
+  }
+  for (auto& n : w.nodes)
+    restart_node(w, n.index);
+  refresh_peers(w);
+}
+
+/// What keeps the cluster from having converged: no coordinator, a node
+/// without the newest committed map, or an engine not running exactly its
+/// shards of it; nothing once it has.
+std::optional<std::string> convergence_gap(world& w) {
+  if (coordinator(w) == nullptr)
+    return "no coordinator";
+  const auto& map = w.history->latest();
+  for (auto& n : w.nodes) {
+    auto who = node_name(n);
+    if (!n.raft || n.raft->state() != map)
+      return who + " does not hold the committed map (epoch " +
+             std::to_string(map.epoch) + ")";
+    std::set<uint32_t> owned;
+    for (uint32_t s = 0; s < map.shard_count(); ++s)
+      if (map.shards[s].owner == n.id)
+        owned.insert(s);
+    if (n.running != owned)
+      return who + " does not run exactly its shards of the map of epoch " +
+             std::to_string(map.epoch);
+  }
+  return std::nullopt;
+}
+
+/// After the heal, every tick until the cluster has converged (a
+/// coordinator, every node holding the newest committed map, every engine
+/// running exactly its shards of it), which must happen by `deadline_ms`.
+/// Converged at some moment within the bound, not at its end: an election
+/// may start at any time (a stall of every node longer than an election
+/// timeout starts one), and one in progress at the deadline is no failure.
+void watch_convergence(world& w, int64_t deadline_ms) {
+  auto gap = w.healed ? convergence_gap(w) : std::string{"not healed"};
+  if (!gap) {
+    w.event("converged on the map of epoch " +
+            std::to_string(w.history->latest().epoch));
+    return;
+  }
+  if (w.true_ms() >= deadline_ms)
+    return w.fail(
+      {"convergence",
+       *gap + " " + std::to_string(converge_within_ms) + " ms after the heal"});
+  w.plan->emplace(w.true_ms() + raft_tick_ms,
+                  [&w, deadline_ms] { watch_convergence(w, deadline_ms); });
 }
 
 // -- the end ------------------------------------------------------------------
@@ -1118,11 +1816,11 @@ dead_letters(world& w, caf::scoped_actor& self) {
 /// count; nothing if it does not answer. For a live task, `next_ms` is when
 /// the engine says it acts on it next (due, retry or lease end).
 std::optional<std::pair<final_state, uint32_t>>
-final_state_of(world& w, caf::scoped_actor& self, uint64_t id,
-               int64_t& next_ms) {
+final_state_of(world& w, caf::scoped_actor& self, const engine_actor& engine,
+               uint64_t id, int64_t& next_ms) {
   v1::GetRequest get;
   get.set_id(id);
-  auto handle = self->request(w.engine, caf::infinite, net::get_request{get});
+  auto handle = self->request(engine, caf::infinite, net::get_request{get});
   drain(w);
   std::optional<std::pair<final_state, uint32_t>> out;
   if (self->mailbox().empty())
@@ -1145,7 +1843,8 @@ final_state_of(world& w, caf::scoped_actor& self, uint64_t id,
 }
 
 /// Every damaged record has been read by the end (by `get`, if not
-/// before), so each must be in quarantine and counted.
+/// before), so each must be in quarantine and counted; every schedule is
+/// answered, so the engine's admission counts none pending.
 void check_quarantined(world& w, caf::scoped_actor& self) {
   auto stats =
     ask<net::stats_reply>(w, self, net::stats_request{v1::StatsRequest{}});
@@ -1158,6 +1857,12 @@ void check_quarantined(world& w, caf::scoped_actor& self) {
                                 std::to_string(stats->pb.quarantined()) +
                                 " quarantined records; " +
                                 std::to_string(w.damaged) + " were damaged"});
+  // Every schedule has its answer by now: a count left over would refuse
+  // that shard's schedules with `overloaded` for ever.
+  if (stats->pb.pending_schedules() != 0)
+    w.fail({"liveness", "the engine counts " +
+                          std::to_string(stats->pb.pending_schedules()) +
+                          " new tasks unanswered at the end"});
 }
 
 /// The liveness bound after the heal: every task whose first occurrence
@@ -1174,15 +1879,24 @@ void check_prompt(world& w) {
       continue;
     caf::scoped_actor self{*w.sys};
     int64_t next_ms = 0;
-    auto state = final_state_of(w, self, a.id, next_ms);
+    auto state = final_state_of(w, self, w.engine, a.id, next_ms);
     if (state && state->first != final_state::live)
+      continue;
+    // As in final_checks: after the clock stepped back, a retry or lease
+    // the engine worked out while its clock was ahead is due up to that
+    // much later.
+    if (state && w.clock.stepped_back_ms() > 0 && next_ms > now &&
+        next_ms - now <= w.clock.stepped_back_ms() + bound)
       continue;
     w.fail({"liveness",
             "task " + std::to_string(a.id) + ": due " +
               std::to_string(a.due_ms) + ", first occurrence not delivered " +
               std::to_string(now - from) + " ms after " +
               (a.due_ms > w.healed_wall_ms ? "its due time" : "the heal") +
-              " (engine clock; bound " + std::to_string(bound) + " ms)"});
+              " (engine clock; bound " + std::to_string(bound) +
+              " ms; the engine has it at attempt " +
+              (state ? std::to_string(state->second) : "?") + ", next at " +
+              std::to_string(next_ms) + ")"});
     return;
   }
 }
@@ -1202,7 +1916,7 @@ void final_checks(world& w) {
     if (auto it = dead->find(id); it != dead->end())
       state.emplace(final_state::dead, it->second);
     else
-      state = final_state_of(w, self, id, next_ms);
+      state = final_state_of(w, self, w.engine, id, next_ms);
     if (!state) {
       w.fail({"liveness", "task " + std::to_string(id) +
                             ": the engine does not answer get"});
@@ -1222,6 +1936,31 @@ void final_checks(world& w) {
       return;
   }
   check_quarantined(w, self);
+}
+
+/// After a cluster run's liveness phase: the end state of every task whose
+/// schedule an engine answered, asked of the engine of its shard's owner
+/// in the newest committed map (directly, no network).
+void final_checks_cluster(world& w) {
+  caf::scoped_actor self{*w.sys};
+  const auto& map = w.history->latest();
+  for (auto id : w.checks.known_ids()) {
+    std::optional<std::pair<final_state, uint32_t>> state;
+    int64_t next_ms = 0;
+    if (map.shard_count() > 0) {
+      auto owner = map.shards[core::shard_of(id, map.shard_count())].owner;
+      if (auto engine = w.nodes[owner - 1].engine)
+        state = final_state_of(w, self, engine, id, next_ms);
+    }
+    if (!state) {
+      w.fail({"liveness", "task " + std::to_string(id) +
+                            ": its owner does not answer get"});
+      return;
+    }
+    w.check(w.checks.check_final(id, state->first, state->second));
+    if (w.failure)
+      return;
+  }
 }
 
 /// A scratch directory for the run's stores: in /dev/shm when there is
@@ -1300,6 +2039,21 @@ sim_params sim_params::draw(prng& gen) {
   return p;
 }
 
+void sim_params::draw_cluster(prng& gen, uint32_t nodes_asked) {
+  nodes =
+    nodes_asked > 0 ? nodes_asked : static_cast<uint32_t>(gen.between(3, 5));
+  shards = static_cast<uint32_t>(gen.between(nodes, nodes + 3));
+  // Shorter and lighter than a run of one engine: N engines cost N times.
+  fault_phase_ms = gen.between(10'000, 60'000);
+  tasks = static_cast<uint32_t>(gen.between(5, 40));
+  revokes = std::min(revokes, tasks / 4);
+  reschedules = std::min(reschedules, tasks / 4);
+  crashes = static_cast<uint32_t>(gen.between(1, 4));
+  map_changes = static_cast<uint32_t>(gen.between(0, 4));
+  clock_jumps = 0;
+  damage_ppm = 0;
+}
+
 std::string sim_params::describe() const {
   std::ostringstream out;
   out << "shards=" << shards << " notifiers=" << notifiers
@@ -1331,6 +2085,8 @@ std::string sim_params::describe() const {
         << " clock_jump_max_ms=" << clock_jump_max_ms;
   if (clock_drift_ppm != 0)
     out << " clock_drift_ppm=" << clock_drift_ppm;
+  if (nodes > 0)
+    out << " nodes=" << nodes << " map_changes=" << map_changes;
   return out.str();
 }
 
@@ -1340,24 +2096,31 @@ namespace {
 
 /// The engine's configuration for the run: the seed's shape, the fault
 /// file system, and the simulated wall clock (through the oracle).
-void configure_engine(world& w, const std::filesystem::path& data_dir) {
+void configure_engine(world& w, logic::engine_config& cfg,
+                      const std::filesystem::path& data_dir,
+                      std::shared_ptr<storage::fault_fs> fs, clock_model& clock,
+                      std::string log_prefix) {
   const auto& p = w.params;
-  w.cfg.data_dir = data_dir.string();
-  w.cfg.shard_count = p.shards;
-  w.cfg.notifiers = p.notifiers;
-  w.cfg.durability = storage::durability::sync;
-  w.cfg.write_buffer_bytes = 1 << 20;
-  w.cfg.block_cache_bytes = 1 << 20;
-  w.cfg.max_deferred_index = p.max_deferred_index;
+  cfg.data_dir = data_dir.string();
+  cfg.shard_count = p.shards;
+  cfg.notifiers = p.notifiers;
+  cfg.durability = storage::durability::sync;
+  cfg.write_buffer_bytes = 1 << 20;
+  cfg.block_cache_bytes = 1 << 20;
+  cfg.max_deferred_index = p.max_deferred_index;
   if (p.max_unanswered_per_topic > 0)
-    w.cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
-  w.cfg.file_system = w.fs;
-  w.cfg.wall_clock_ms = [&w] { return w.read_wall_clock(); };
-  w.cfg.log = [&w](const std::string& line) { w.event("log: " + line); };
-  plant(w.opts.plant, w.cfg);
+    cfg.max_unanswered_per_topic = p.max_unanswered_per_topic;
+  cfg.file_system = std::move(fs);
+  cfg.wall_clock_ms = [&w, &clock] {
+    auto now = clock.wall_ms(w.true_ms());
+    w.checks.clock_read(now);
+    return now;
+  };
+  cfg.log = [&w, log_prefix](const std::string& line) {
+    w.event(log_prefix + line);
+  };
+  plant(w.opts.plant, cfg);
 }
-
-using agenda = std::multimap<int64_t, std::function<void()>>;
 
 /// The fault phase's events, each at a time drawn from the seed.
 agenda plan_fault_phase(world& w) {
@@ -1397,7 +2160,10 @@ agenda plan_fault_phase(world& w) {
   }
   // Drift: every second the wall clock gains or loses up to 2 ms.
   for (int64_t t = 1'000; t < span; t += 1'000)
-    at(t, [&w] { w.clock.shift(w.fault_gen.between(-2, 2)); });
+    at(t, [&w] {
+      std::string where;
+      clock_to_move(w, where).shift(w.fault_gen.between(-2, 2));
+    });
   // A dead consumer comes back a while later.
   for (int64_t t = 5'000; t < span; t += 5'000)
     at(t, [&w] {
@@ -1437,6 +2203,25 @@ int64_t next_timer_ms(caf::detail::test_actor_clock& clock) {
   return out;
 }
 
+void crash_node(world& w, uint32_t index);
+
+/// Carries out an armed power cut once the disk died, or (`idle`) once
+/// nothing is left to run; true if one happened.
+bool crash_if_cut(world& w, bool idle) {
+  if (!w.clustered()) {
+    if (!w.crash_pending || (!idle && w.fs->active()))
+      return false;
+    crash(w);
+    return true;
+  }
+  for (auto& n : w.nodes)
+    if (n.crash_pending && (idle || !n.fs->active())) {
+      crash_node(w, n.index);
+      return true;
+    }
+  return false;
+}
+
 /// Runs the actors, the agenda's events and the timers in true time until
 /// `end_ms` or a violation.
 void run_until(world& w, agenda& events, int64_t end_ms) {
@@ -1448,14 +2233,11 @@ void run_until(world& w, agenda& events, int64_t end_ms) {
           w.time_gen.below(1'000'000) < p.slow_step_ppm)
         pass_time_while_working(w, p.slow_step_ms);
       step(w);
-      if (w.crash_pending && !w.fs->active())
-        crash(w);
+      crash_if_cut(w, false);
       continue;
     }
-    if (w.crash_pending) {
-      crash(w);
+    if (crash_if_cut(w, true))
       continue;
-    }
     auto next_timer = next_timer_ms(clock);
     auto next_event = events.empty() ? INT64_MAX : events.begin()->first;
     auto next = std::min(next_timer, next_event);
@@ -1487,6 +2269,11 @@ void shut_down(world& w) {
   if (w.engine)
     caf::anon_send_exit(w.engine, caf::exit_reason::user_shutdown);
   w.engine = nullptr;
+  for (auto& n : w.nodes) {
+    if (n.engine)
+      caf::anon_send_exit(n.engine, caf::exit_reason::user_shutdown);
+    n.engine = nullptr;
+  }
   drain(w);
   // Timers of dead actors may remain; they go with the system.
   auto& clock = w.sched->clock();
@@ -1496,6 +2283,20 @@ void shut_down(world& w) {
   }
 }
 
+/// Fills `out` from the finished run.
+void report(world& w, sim_result& out) {
+  w.event(w.failure ? "failed" : "passed");
+  out.hash = w.log.hash_hex();
+  out.events = w.log.size();
+  out.steps = w.steps;
+  out.deliveries = w.checks.deliveries();
+  out.acknowledged = w.acknowledged;
+  out.restarts = w.restarts;
+  out.damaged = w.damaged;
+  out.failure = w.failure;
+  out.last_events.assign(w.log.last().begin(), w.log.last().end());
+}
+
 void simulate(world& w, const std::filesystem::path& data_dir,
               sim_result& out) {
   sim_config caf_cfg;
@@ -1503,7 +2304,7 @@ void simulate(world& w, const std::filesystem::path& data_dir,
   w.sys = &sys;
   w.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   w.fs = std::make_shared<storage::fault_fs>();
-  configure_engine(w, data_dir);
+  configure_engine(w, w.cfg, data_dir, w.fs, w.clock, "log: ");
   for (uint32_t t = 0; t < w.params.topics; ++t)
     for (uint32_t c = 0; c < w.params.consumers_per_topic; ++c)
       w.consumers.emplace_back().topic = "t" + std::to_string(t);
@@ -1517,17 +2318,87 @@ void simulate(world& w, const std::filesystem::path& data_dir,
     w.event("liveness phase over");
     final_checks(w);
   }
-  w.event(w.failure ? "failed" : "passed");
-  out.hash = w.log.hash_hex();
-  out.events = w.log.size();
-  out.steps = w.steps;
-  out.deliveries = w.checks.deliveries();
-  out.acknowledged = w.acknowledged;
-  out.restarts = w.restarts;
-  out.damaged = w.damaged;
-  out.failure = w.failure;
-  out.last_events.assign(w.log.last().begin(), w.log.last().end());
+  report(w, out);
   shut_down(w);
+}
+
+/// A cluster run's own events: Raft ticks, partitions between nodes, map
+/// changes in the fault phase, and the convergence check after the heal.
+void plan_cluster(world& w, agenda& events) {
+  const auto& p = w.params;
+  auto span = p.fault_phase_ms;
+  auto& g = w.cluster_gen;
+  auto partitions = g.between(0, 3);
+  for (int64_t i = 0; i < partitions; ++i)
+    events.emplace(t0_ms + g.between(1, span), [&w] { partition_nodes(w); });
+  for (uint32_t i = 0; i < p.map_changes; ++i)
+    events.emplace(t0_ms + g.between(1, span), [&w] { change_map(w); });
+  events.emplace(t0_ms + span, [&w, span] {
+    watch_convergence(w, t0_ms + span + converge_within_ms);
+  });
+  schedule_ticks(w, t0_ms + raft_tick_ms, liveness_end_ms(p));
+}
+
+/// Sets up a cluster run's nodes: each with its file system, data
+/// directory, wall clock, Raft log store and engine configuration.
+void make_nodes(world& w, const std::filesystem::path& data_dir) {
+  w.history = std::make_unique<raft_history>(
+    w.params.shards,
+    [&w](const std::string& text) { w.event("raft: " + text); });
+  for (uint32_t i = 0; i < w.params.nodes; ++i) {
+    auto& n = w.nodes.emplace_back(i, w.params);
+    n.fs = std::make_shared<storage::fault_fs>();
+    n.log = std::make_unique<cluster::memory_log_store>(cluster::cluster_map{});
+    n.mono_offset_ms = w.cluster_gen.between(0, 100'000);
+    // Each node's wall clock starts off true time by a skew of its own.
+    n.clock.shift(
+      w.cluster_gen.between(-w.params.max_skew_ms, w.params.max_skew_ms));
+    auto name = "node-" + std::to_string(n.id);
+    configure_engine(w, n.cfg, data_dir / name, n.fs, n.clock,
+                     node_name(n) + " log: ");
+    n.cfg.node_id = n.id;
+    n.cfg.open_all_shards = false;
+    n.cfg.forward_timeout_ms = forward_timeout_ms;
+  }
+}
+
+/// A cluster run: N engines and their Raft nodes on one test coordinator;
+/// the shard map comes from Raft, each node's engine gets each map its
+/// node commits.
+void simulate_cluster(world& w, const std::filesystem::path& data_dir,
+                      sim_result& out) {
+  sim_config caf_cfg;
+  caf::actor_system sys{caf_cfg};
+  w.sys = &sys;
+  w.sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
+  agenda events;
+  w.plan = &events;
+  make_nodes(w, data_dir);
+  for (uint32_t t = 0; t < w.params.topics; ++t)
+    for (uint32_t c = 0; c < w.params.consumers_per_topic; ++c) {
+      auto& slot = w.consumers.emplace_back();
+      slot.topic = "t" + std::to_string(t);
+      slot.home = pick_node(w);
+    }
+  w.event("start " + w.params.describe());
+  for (auto& n : w.nodes) {
+    n.engine = actors::spawn_engine(sys, n.cfg);
+    start_raft(w, n.index);
+  }
+  refresh_peers(w);
+  for (size_t i = 0; i < w.consumers.size(); ++i)
+    spawn_consumer(w, i);
+  auto faults = plan_fault_phase(w);
+  events.merge(faults);
+  plan_cluster(w, events);
+  run_until(w, events, liveness_end_ms(w.params));
+  if (!w.failure) {
+    w.event("liveness phase over");
+    final_checks_cluster(w);
+  }
+  report(w, out);
+  shut_down(w);
+  w.plan = nullptr;
 }
 
 } // namespace
@@ -1537,10 +2408,15 @@ sim_result run_simulation(const sim_options& opts) {
   auto params_gen = root.fork();
   sim_result out;
   out.params = sim_params::draw(params_gen);
+  if (opts.cluster || opts.nodes > 0)
+    out.params.draw_cluster(params_gen, opts.nodes);
   auto data_dir = make_data_dir(opts);
   {
     world w{opts, out.params, root};
-    simulate(w, data_dir, out);
+    if (out.params.nodes > 0)
+      simulate_cluster(w, data_dir, out);
+    else
+      simulate(w, data_dir, out);
   }
   std::error_code ec;
   std::filesystem::remove_all(data_dir, ec);

@@ -80,9 +80,20 @@ struct sim_params {
   /// The wall clock runs fast (or slow, below 0) against true time by this
   /// many millionths.
   int64_t clock_drift_ppm = 0;
+  /// Engine nodes of a cluster run (0: one engine, no cluster). A cluster
+  /// run has no clock jumps and no damaged records (see
+  /// docs/simulation.md).
+  uint32_t nodes = 0;
+  /// Shard map changes clients ask the coordinator for (a member marked
+  /// leaving, or active again), in a cluster run.
+  uint32_t map_changes = 0;
 
   /// Draws every field from `gen`.
   static sim_params draw(prng& gen);
+
+  /// Draws a cluster run's shape from `gen`, after `draw`: `nodes` nodes
+  /// (0: 3 to 5, drawn), more shards than nodes, node crashes.
+  void draw_cluster(prng& gen, uint32_t nodes_asked);
 
   /// One line, `name=value` pairs.
   std::string describe() const;
@@ -97,6 +108,10 @@ struct sim_options {
   std::string data_root;
   /// Print every event as it happens.
   bool verbose = false;
+  /// A cluster run: `nodes` engine nodes (3 to 5), or with `cluster` as
+  /// many as the seed draws. Neither: one engine.
+  uint32_t nodes = 0;
+  bool cluster = false;
 };
 
 struct sim_result {

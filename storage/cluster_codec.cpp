@@ -111,6 +111,7 @@ void to_proto(const cluster_map& map, v1::ClusterMap& out) {
     auto& pm = *out.add_members();
     pm.set_id(m.id);
     pm.set_leaving(m.state == cluster::member::status::leaving);
+    pm.set_address(m.address);
   }
 }
 
@@ -124,9 +125,10 @@ core::result<cluster_map> from_proto(const v1::ClusterMap& in) {
     if (!map.members.empty() && map.members.back().id >= *id)
       return bad("members not sorted by id, or repeated, at " +
                  std::to_string(*id));
-    map.members.push_back({*id, pm.leaving()
-                                  ? cluster::member::status::leaving
-                                  : cluster::member::status::active});
+    map.members.push_back({*id,
+                           pm.leaving() ? cluster::member::status::leaving
+                                        : cluster::member::status::active,
+                           pm.address()});
   }
   map.shards.reserve(static_cast<size_t>(in.shards_size()));
   for (const auto& ps : in.shards()) {
@@ -154,9 +156,10 @@ void to_proto(const command& cmd, v1::ClusterCommand& out) {
       using T = std::decay_t<decltype(c)>;
       if constexpr (std::is_same_v<T, cluster::noop>)
         out.mutable_noop();
-      else if constexpr (std::is_same_v<T, cluster::add_node>)
+      else if constexpr (std::is_same_v<T, cluster::add_node>) {
         out.set_add_node(c.node);
-      else if constexpr (std::is_same_v<T, cluster::remove_node>)
+        out.set_address(c.address);
+      } else if constexpr (std::is_same_v<T, cluster::remove_node>)
         out.set_remove_node(c.node);
       else if constexpr (std::is_same_v<T, cluster::reassign>)
         out.mutable_reassign();
@@ -177,7 +180,7 @@ core::result<command> from_proto(const v1::ClusterCommand& in) {
       auto id = to_id(in.add_node());
       if (!id)
         return bad("add_node of node " + std::to_string(in.add_node()));
-      return command{cluster::add_node{*id}};
+      return command{cluster::add_node{*id, in.address()}};
     }
     case v1::ClusterCommand::kRemoveNode: {
       auto id = to_id(in.remove_node());

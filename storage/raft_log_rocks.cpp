@@ -18,8 +18,12 @@ using core::errc;
 
 namespace {
 
-/// The first byte of every value; a value of another version is rejected.
-constexpr uint8_t format_version = 1;
+/// The first byte of every value. Version 2 added the members' addresses
+/// to the snapshot and an add_node with an address to the entries; a
+/// version 1 value still reads (its members and add_nodes without an
+/// address), a value of any other version is rejected.
+constexpr uint8_t format_version = 2;
+constexpr uint8_t oldest_version = 1;
 
 /// Keys: "m" term and vote, "s" the snapshot, "e" + big-endian index an
 /// entry (so entries sort by index and "f" bounds them all).
@@ -51,6 +55,11 @@ public:
       u64(x);
   }
 
+  void text(const std::string& x) {
+    u64(x.size());
+    out_ += x;
+  }
+
   std::string take() { return std::move(out_); }
 
 private:
@@ -62,10 +71,14 @@ private:
 class reader {
 public:
   explicit reader(std::string_view in) : in_(in) {
-    ok_ = u8() == format_version;
+    version_ = u8();
+    ok_ = version_ >= oldest_version && version_ <= format_version;
   }
 
   bool ok() const noexcept { return ok_; }
+
+  /// The format version the value was written in.
+  uint8_t version() const noexcept { return version_; }
 
   bool done() const noexcept { return ok_ && pos_ == in_.size(); }
 
@@ -107,6 +120,13 @@ public:
     return xs;
   }
 
+  std::string text() {
+    auto n = count(1);
+    std::string x{in_.substr(pos_, n)};
+    pos_ += n;
+    return x;
+  }
+
   /// Marks the input as invalid (a value no encoding produces).
   void reject() noexcept { ok_ = false; }
 
@@ -119,12 +139,14 @@ private:
   std::string_view in_;
   size_t pos_ = 0;
   bool ok_ = true;
+  uint8_t version_ = 0;
 };
 
 void put_command(writer& out, const command& cmd) {
   if (auto* add = std::get_if<cluster::add_node>(&cmd)) {
-    out.u8(1);
+    out.u8(5);
     out.u64(add->node);
+    out.text(add->address);
   } else if (auto* remove = std::get_if<cluster::remove_node>(&cmd)) {
     out.u8(2);
     out.u64(remove->node);
@@ -145,6 +167,12 @@ command get_command(reader& in) {
       return cluster::noop{};
     case 1:
       return cluster::add_node{in.id()};
+    case 5: {
+      if (in.version() < 2)
+        in.reject();
+      auto id = in.id();
+      return cluster::add_node{id, in.text()};
+    }
     case 2:
       return cluster::remove_node{in.id()};
     case 3:
@@ -194,6 +222,7 @@ std::string encode_snapshot(const snapshot& x) {
   for (auto& m : x.state.members) {
     out.u64(m.id);
     out.u8(static_cast<uint8_t>(m.state));
+    out.text(m.address);
   }
   return out.take();
 }
@@ -217,6 +246,8 @@ std::optional<snapshot> decode_snapshot(std::string_view value) {
     if (state > 1)
       return std::nullopt;
     m.state = static_cast<cluster::member::status>(state);
+    if (in.version() >= 2)
+      m.address = in.text();
   }
   if (!in.done())
     return std::nullopt;

@@ -180,6 +180,7 @@ core::error to_proto(const task_record& rec, v1::TaskRecord& out) {
   out.set_state(rec.state == task_state::in_flight ? v1::TASK_STATE_IN_FLIGHT
                                                    : v1::TASK_STATE_PENDING);
   out.set_lease_deadline_ms(rec.lease_deadline_ms);
+  out.set_lease_ms(rec.lease_ms);
   out.set_retry_at_ms(rec.retry_at_ms);
   if (t.idempotency_key)
     out.set_idempotency_key(*t.idempotency_key);
@@ -223,6 +224,7 @@ core::result<task_record> from_proto(const v1::TaskRecord& msg) {
   if (msg.has_idempotency_key())
     t.idempotency_key = msg.idempotency_key();
   rec.lease_deadline_ms = msg.lease_deadline_ms();
+  rec.lease_ms = core::kept_lease_ms(msg.lease_ms());
   rec.retry_at_ms = msg.retry_at_ms();
   rec.fired_count = msg.fired_count();
   rec.stamp = stamp{msg.stamp().epoch(), msg.stamp().seq()};

@@ -76,15 +76,18 @@ bool peer::wait_settled(uint64_t n, const delivery_log& log,
 std::unique_ptr<peer> make_peer(const std::string& system,
                                 const peer_options& opts) {
   if (system == "dally")
-    return make_dally_peer(opts, false);
+    return make_dally_peer(opts, dally_kind::remote);
   if (system == "dally-embedded")
-    return make_dally_peer(opts, true);
+    return make_dally_peer(opts, dally_kind::embedded);
+  if (system == "dally-cluster3")
+    return make_dally_peer(opts, dally_kind::cluster3);
   if (system == "redis")
     return make_redis_peer(opts);
   if (system == "beanstalkd")
     return make_beanstalkd_peer(opts);
-  throw peer_error("unknown system '" + system +
-                   "' (dally, dally-embedded, redis, beanstalkd)");
+  throw peer_error(
+    "unknown system '" + system +
+    "' (dally, dally-embedded, dally-cluster3, redis, beanstalkd)");
 }
 
 std::string thread_consumer_group::stop() {

@@ -269,7 +269,19 @@ public:
 std::unique_ptr<peer> make_peer(const std::string& system,
                                 const peer_options& opts);
 
-std::unique_ptr<peer> make_dally_peer(const peer_options& opts, bool embedded);
+/// Which Dally a peer runs.
+enum class dally_kind {
+  /// One dallyd child process, reached over CAF's middleman.
+  remote,
+  /// An engine in the driver's own actor_system.
+  embedded,
+  /// Three dallyd cluster nodes on 127.0.0.1; producers and consumers
+  /// spread over the nodes.
+  cluster3,
+};
+
+std::unique_ptr<peer> make_dally_peer(const peer_options& opts,
+                                      dally_kind kind);
 std::unique_ptr<peer> make_redis_peer(const peer_options& opts);
 std::unique_ptr<peer> make_beanstalkd_peer(const peer_options& opts);
 

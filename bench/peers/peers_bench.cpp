@@ -10,7 +10,8 @@
 //     hour out, RSS after minus RSS before, per task.
 //
 // Usage: dally-peers-bench [--quick | --smoke] [options]
-//   --systems LIST      dally,dally-embedded,redis,beanstalkd (all)
+//   --systems LIST      dally,dally-embedded,dally-cluster3,redis,beanstalkd
+//                       (all but dally-cluster3)
 //   --durability LIST   sync,periodic (both)
 //   --tasks N (1000000; drops the scale's --tasks-for) --producers P (2)
 //   --consumers C (2) --max-delay-ms D (1000)
@@ -178,10 +179,11 @@ settings parse(int argc, char** argv) {
     if (a == "--systems") {
       s.systems = split(next());
       for (auto& x : s.systems)
-        if (x != "dally" && x != "dally-embedded" && x != "redis" &&
-            x != "beanstalkd")
+        if (x != "dally" && x != "dally-embedded" && x != "dally-cluster3" &&
+            x != "redis" && x != "beanstalkd")
           usage_error("unknown system '" + x +
-                      "' (dally, dally-embedded, redis, beanstalkd)");
+                      "' (dally, dally-embedded, dally-cluster3, redis, "
+                      "beanstalkd)");
     } else if (a == "--durability") {
       s.levels = split(next());
       for (auto& x : s.levels)
@@ -268,7 +270,7 @@ settings parse(int argc, char** argv) {
       usage_error("cannot run " + path + " (" + what + ")");
   };
   for (auto& x : s.systems) {
-    if (x == "dally")
+    if (x == "dally" || x == "dally-cluster3")
       need(s.popts.dallyd, "build the dallyd target, or pass --dallyd PATH");
     else if (x == "redis")
       need(s.popts.redis_server,

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_maps.hpp"
 #include "engine_fixture.hpp"
 
 // Two engines of a cluster in one actor system under the test coordinator:
@@ -13,6 +14,8 @@
 // the other node's shards, and answers `unavailable` where it cannot.
 
 using namespace dally;
+using dally::test::key_on;
+using dally::test::map_of;
 using namespace dally::actors;
 using namespace dally::actors::test;
 
@@ -26,25 +29,6 @@ logic::engine_config node_config() {
   cfg.node_id = 1;
   cfg.open_all_shards = false;
   return cfg;
-}
-
-/// Shard i on owners[i], at `epoch`.
-core::shard_map map_of(uint64_t epoch, std::vector<core::node_id> owners) {
-  core::shard_map out;
-  out.epoch = epoch;
-  for (auto o : owners)
-    out.shards.push_back({o});
-  return out;
-}
-
-/// The first idempotency key (<prefix>0, <prefix>1, ...) whose shard is
-/// `shard`.
-std::string key_on(uint32_t shard, const std::string& prefix = "k") {
-  for (int i = 0;; ++i) {
-    auto key = prefix + std::to_string(i);
-    if (core::shard_of_key(key, shards) == shard)
-      return key;
-  }
 }
 
 /// Node 1 is the fixture's engine; node 2 runs in the same actor system,
@@ -111,6 +95,15 @@ struct two_nodes {
     return fx.call_to<net::get_reply>(node(via), net::get_request{req});
   }
 
+  /// Subscribes `consumer` to topic "t" at node `id` as well; whether the
+  /// node took it.
+  bool subscribe_at(core::node_id id, const consumer_actor& consumer) {
+    v1::SubscribeRequest sub;
+    sub.set_topic("t");
+    return static_cast<bool>(fx.call_to<net::empty_reply>(
+      node(id), net::subscribe_request{sub}, consumer));
+  }
+
   std::vector<caf::actor> shard_handles(core::node_id id) {
     auto res = fx.call_to<shard_handles_msg>(node(id), shards_atom::value);
     BOOST_REQUIRE(res);
@@ -165,18 +158,13 @@ BOOST_AUTO_TEST_CASE(tasks_scheduled_through_either_node_land_on_their_owner) {
   n.install_both(map_of(1, {1, 2, 1, 2}));
   n.link();
   auto [consumer, log] = n.fx.consumer("t", verdict_mode::ack);
-  n.fx.call_to<net::empty_reply>(n.node(2), net::subscribe_request{[] {
-                                   v1::SubscribeRequest s;
-                                   s.set_topic("t");
-                                   return s;
-                                 }()},
-                                 consumer);
+  BOOST_REQUIRE(n.subscribe_at(2, consumer));
   std::set<uint64_t> ids;
   int64_t due = n.fx.now_ms() + 500;
   for (uint32_t shard = 0; shard < shards; ++shard)
     for (core::node_id via : {1u, 2u}) {
       // Keys of every shard through both nodes: half are forwarded.
-      auto key = key_on(shard, "via" + std::to_string(via) + "-");
+      auto key = key_on(shard, shards, "via" + std::to_string(via) + "-");
       auto res = n.schedule(via, key, due);
       BOOST_REQUIRE_MESSAGE(res, error_text(res));
       BOOST_TEST(res->pb.id() % shards == shard);
@@ -213,7 +201,7 @@ BOOST_AUTO_TEST_CASE(a_batch_is_split_between_the_nodes) {
     t->set_topic("t");
     t->set_payload("p");
     t->mutable_when()->set_at_ms(n.fx.now_ms() + 1000);
-    t->set_idempotency_key(key_on(shard));
+    t->set_idempotency_key(key_on(shard, shards));
     auto* plain = batch.add_tasks();
     *plain = *t;
     plain->clear_idempotency_key();
@@ -240,10 +228,7 @@ BOOST_AUTO_TEST_CASE(settling_and_changing_through_the_other_node) {
   n.install_both(map_of(1, {1, 2, 1, 2}));
   n.link();
   auto [consumer, log] = n.fx.consumer("t", verdict_mode::later);
-  v1::SubscribeRequest sub;
-  sub.set_topic("t");
-  BOOST_REQUIRE(n.fx.call_to<net::empty_reply>(
-    n.node(2), net::subscribe_request{sub}, consumer));
+  BOOST_REQUIRE(n.subscribe_at(2, consumer));
   auto owned_by_b = n.schedule(2, {}, n.fx.now_ms() + 100);
   auto revoke_me = n.schedule(2, {}, n.fx.now_ms() + 100'000);
   BOOST_REQUIRE(owned_by_b && revoke_me);
@@ -266,7 +251,7 @@ BOOST_AUTO_TEST_CASE(settling_and_changing_through_the_other_node) {
 BOOST_AUTO_TEST_CASE(a_shard_whose_owner_has_no_handle_is_unavailable) {
   two_nodes n;
   n.install_both(map_of(3, {1, 2, 1, 2}));
-  auto res = n.schedule(1, key_on(1));
+  auto res = n.schedule(1, key_on(1, shards));
   BOOST_REQUIRE(!res);
   BOOST_TEST(is_unavailable(res.error()));
   BOOST_TEST(error_text(res) ==
@@ -288,7 +273,7 @@ BOOST_AUTO_TEST_CASE(a_shard_whose_owner_has_no_handle_is_unavailable) {
     t->set_topic("t");
     t->set_payload("p");
     t->mutable_when()->set_at_ms(n.fx.now_ms() + 1000);
-    t->set_idempotency_key(key_on(shard));
+    t->set_idempotency_key(key_on(shard, shards));
   }
   auto part = n.fx.call_to<net::schedule_batch_reply>(
     n.node(1), net::schedule_batch_request{batch});
@@ -298,7 +283,7 @@ BOOST_AUTO_TEST_CASE(a_shard_whose_owner_has_no_handle_is_unavailable) {
              static_cast<uint32_t>(core::errc::unavailable));
   // Once linked, the key's first try is made then, on node 2.
   n.link();
-  auto later = n.schedule(1, key_on(1));
+  auto later = n.schedule(1, key_on(1, shards));
   BOOST_REQUIRE_MESSAGE(later, error_text(later));
   BOOST_TEST(later->pb.created());
   auto dead_now = n.fx.call_to<net::dead_letters_reply>(
@@ -330,12 +315,9 @@ BOOST_AUTO_TEST_CASE(a_map_change_moves_a_shard_over_a_shared_data_root) {
   n.install_both(map_of(1, {1, 2, 1, 2}));
   n.link();
   auto [consumer, log] = n.fx.consumer("t", verdict_mode::ack);
-  v1::SubscribeRequest sub;
-  sub.set_topic("t");
-  BOOST_REQUIRE(n.fx.call_to<net::empty_reply>(
-    n.node(2), net::subscribe_request{sub}, consumer));
+  BOOST_REQUIRE(n.subscribe_at(2, consumer));
   int64_t due = n.fx.now_ms() + 5000;
-  auto task = n.schedule(1, key_on(0), due);
+  auto task = n.schedule(1, key_on(0, shards), due);
   BOOST_REQUIRE(task);
   BOOST_REQUIRE(task->pb.id() % shards == 0u);
   // Node 2 learns of the move first: shard 0's store is still open on
@@ -425,4 +407,24 @@ BOOST_AUTO_TEST_CASE(a_consumer_subscribed_at_one_node_gets_every_shard) {
   }
   n.fx.advance_ms(1000);
   BOOST_TEST(late_log->got.size() == late_ids.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_node_tells_its_map_to_clients) {
+  two_nodes n;
+  auto none =
+    n.fx.call_to<net::cluster_map_reply>(n.node(2), net::cluster_map_request{});
+  BOOST_REQUIRE(!none);
+  BOOST_TEST(is_unavailable(none.error()));
+  BOOST_TEST(error_text(none).find("node 2 has no shard map yet") !=
+             std::string::npos);
+  n.install_both(map_of(7, {1, 2, 2, 1}));
+  auto map =
+    n.fx.call_to<net::cluster_map_reply>(n.node(2), net::cluster_map_request{});
+  BOOST_REQUIRE_MESSAGE(map, error_text(map));
+  BOOST_TEST(map->pb.node_id() == 2u);
+  BOOST_TEST(map->pb.epoch() == 7u);
+  BOOST_TEST(map->pb.shard_count() == shards);
+  std::vector<uint32_t> owners{map->pb.owners().begin(),
+                               map->pb.owners().end()};
+  BOOST_TEST(owners == (std::vector<uint32_t>{1, 2, 2, 1}));
 }

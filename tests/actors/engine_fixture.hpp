@@ -186,6 +186,14 @@ public:
   /// Runs every ready job, including the ones they create.
   void run() { sched_.run(); }
 
+  /// Runs only `who`'s jobs while every other actor waits: the engine
+  /// routes a burst of requests before any shard takes one.
+  void run_only(const caf::actor& who) {
+    auto* job =
+      dynamic_cast<caf::resumable*>(caf::actor_cast<caf::abstract_actor*>(who));
+    sched_.run_jobs_filtered([job](caf::resumable* r) { return r == job; });
+  }
+
   /// Moves virtual time forward by `ms`, firing due timers on the way in
   /// order, and runs everything they cause.
   void advance_ms(int64_t ms) {

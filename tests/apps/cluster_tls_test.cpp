@@ -8,16 +8,11 @@
 // once restarted with TLS.
 
 #include <chrono>
-#include <functional>
-#include <map>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "certs.hpp"
-#include "cluster_view.hpp"
-#include "node.hpp"
+#include "cluster_fixture.hpp"
 
 using namespace dally::apps::test;
 using std::chrono::seconds;
@@ -28,90 +23,6 @@ std::string show(const run_result& r) {
   return "exit " + std::to_string(r.code) + ", stdout: [" + r.out +
          "], stderr: [" + r.err + "]";
 }
-
-class tls_cluster {
-public:
-  tls_cluster() {
-    make_ca(dir_, "ca");
-    make_ca(dir_, "other-ca");
-    make_cert(dir_, "node", "ca");
-    make_cert(dir_, "client", "ca");
-    make_cert(dir_, "stranger", "other-ca");
-    for (int id = 1; id <= 3; ++id)
-      ports_[id] = free_port();
-    for (auto [id, port] : ports_)
-      seeds_ += (seeds_.empty() ? "" : ",") + std::to_string(id) +
-                "@127.0.0.1:" + std::to_string(port);
-  }
-
-  void start(int id, bool tls) {
-    auto name = "n" + std::to_string(id);
-    std::vector<std::string> args{"--node-id",        std::to_string(id),
-                                  "--cluster-seeds",  seeds_,
-                                  "--cluster-shards", "16",
-                                  "--heartbeat-ms",   "100",
-                                  "--unreachable-ms", "1000"};
-    if (tls)
-      for (auto& a : tls_args(dir_, "node", "ca"))
-        args.push_back(a);
-    nodes_[id].reset();
-    nodes_[id] =
-      std::make_unique<node>(dir_.str(name), dir_.str(name + ".log"), args);
-  }
-
-  node& at(int id) { return *nodes_.at(id); }
-
-  /// `dallyctl cluster status --json` against node `id` with `extra`.
-  run_result status_run(int id, const std::vector<std::string>& extra) {
-    std::vector<std::string> argv{DALLYCTL,    "--json",
-                                  "--timeout", "5s",
-                                  "--port",    std::to_string(ports_.at(id))};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    argv.insert(argv.end(), {"cluster", "status"});
-    return run(argv, {}, seconds{20});
-  }
-
-  /// Node `id`'s view, asked with the client certificate (or without TLS).
-  view status(int id, bool tls = true) {
-    auto r = status_run(id, tls ? tls_args(dir_, "client", "ca")
-                                : std::vector<std::string>{});
-    return r.code == 0 ? parse_view(r.out) : view{};
-  }
-
-  /// Asks each of `ids` until `good` holds for all answers at once, for at
-  /// most `limit`; the answers of the last round.
-  std::map<int, view> wait_for(const std::vector<int>& ids,
-                               const std::function<bool(const view&)>& good,
-                               seconds limit) {
-    auto deadline = steady_clock::now() + limit;
-    std::map<int, view> views;
-    for (;;) {
-      bool all = true;
-      for (int id : ids) {
-        views[id] = status(id);
-        all = all && views[id].ok && good(views[id]);
-      }
-      if (all || steady_clock::now() >= deadline)
-        return views;
-      std::this_thread::sleep_for(std::chrono::milliseconds{200});
-    }
-  }
-
-  const temp_dir& dir() const { return dir_; }
-
-  std::string logs() {
-    std::string out;
-    for (auto& [id, n] : nodes_)
-      out += "--- node " + std::to_string(id) + "\n" + n->log();
-    return out;
-  }
-
-private:
-  temp_dir dir_;
-  std::map<int, uint16_t> ports_;
-  std::string seeds_;
-  std::map<int, std::unique_ptr<node>> nodes_;
-};
 
 /// A coordinator and a map among nodes 1 and 2, and node 3 unreachable.
 bool two_of_three(const view& v) {
@@ -124,19 +35,12 @@ bool all_three(const view& v) {
          v.reachable.at(1) && v.reachable.at(2) && v.reachable.at(3);
 }
 
-bool agree(const std::map<int, view>& views) {
-  const auto& first = views.begin()->second;
-  for (const auto& [id, v] : views)
-    if (!v.ok || v.coordinator != first.coordinator || v.epoch != first.epoch ||
-        v.shards != first.shards)
-      return false;
-  return true;
-}
-
 } // namespace
 
 BOOST_AUTO_TEST_CASE(tls_nodes_agree_and_keep_out_the_rest) {
-  tls_cluster c;
+  dallyd_cluster c{{.voters = 3, .shards = 16, .tls = true}};
+  make_ca(c.dir(), "other-ca");
+  make_cert(c.dir(), "stranger", "other-ca");
   c.start(1, true);
   c.start(2, true);
   c.start(3, false);

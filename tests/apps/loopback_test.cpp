@@ -227,6 +227,30 @@ BOOST_AUTO_TEST_CASE(nobody_listening_exit_3) {
   BOOST_CHECK(steady_clock::now() - t1 < seconds{15});
 }
 
+BOOST_FIXTURE_TEST_CASE(seeds_reach_the_node_past_a_dead_seed, fixture) {
+  auto dead = "127.0.0.1:" + std::to_string(unused_port());
+  auto seeds = dead + ",127.0.0.1:" + std::to_string(n.port());
+  auto id = scheduled_id(run({DALLYCTL, "--seeds", seeds, "schedule", "--topic",
+                              "t", "--in", "1h", "--payload", "x"}));
+  auto got =
+    run({DALLYCTL, "--seeds", seeds, "--json", "get", std::to_string(id)});
+  BOOST_CHECK_MESSAGE(got.code == 0, show(got));
+  BOOST_CHECK_EQUAL(json_field(got.out, "payload").value_or(""), "x");
+  auto stats = run({DALLYCTL, "--seeds", seeds, "stats"});
+  BOOST_CHECK_MESSAGE(stats.code == 0, show(stats));
+  auto none = run({DALLYCTL, "--seeds", dead, "--timeout", "5s", "stats"});
+  BOOST_CHECK_MESSAGE(none.code == 3, show(none));
+  BOOST_CHECK(contains(none.err, "no seed of the cluster answered"));
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"--seeds", seeds, "--port", "7400", "stats"},
+        {"--seeds", "127.0.0.1", "stats"},
+        {"--seeds", seeds, "cluster", "status"}}) {
+    bad.insert(bad.begin(), DALLYCTL);
+    auto r = run(bad);
+    BOOST_CHECK_MESSAGE(r.code == 2, show(r));
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(schedule_get_reschedule_revoke, fixture) {
   // Text output is the id alone.
   auto id = scheduled_id(n.ctl({"schedule", "--topic", "orders", "--in", "1h",

@@ -147,6 +147,19 @@ BOOST_AUTO_TEST_CASE(unknown_peers_are_ignored) {
   BOOST_TEST(m.status().size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(an_added_peer_is_watched_like_the_others) {
+  auto m = connected_pair();
+  BOOST_TEST(m.on_message(10, 4).empty()); // unknown yet
+  m.add_peer(4);
+  m.add_peer(2); // known: unchanged
+  BOOST_TEST(m.reachable(2));
+  BOOST_TEST(!m.reachable(4));
+  BOOST_TEST(has(m.on_tick(20), kind::connect, 4));
+  BOOST_TEST(has(m.on_connected(30, 4), kind::send_heartbeat, 4));
+  BOOST_TEST(has(m.on_message(30, 4), kind::up, 4));
+  BOOST_TEST(has(m.on_tick(1100), kind::down, 4));
+}
+
 BOOST_AUTO_TEST_CASE(status_reports_each_peer) {
   auto m = connected_pair();
   m.on_disconnected(10, 3);

@@ -97,6 +97,25 @@ BOOST_AUTO_TEST_CASE(every_change_raises_the_epoch_and_noops_do_not) {
   BOOST_TEST(on_four == 16u);
 }
 
+BOOST_AUTO_TEST_CASE(a_member_keeps_the_address_its_add_node_gave) {
+  auto map = cluster_map::create(8, {1, 2, 3});
+  BOOST_TEST(map.find(1)->address.empty()); // a seed's is configured
+  BOOST_TEST(map.apply(add_node{4, "127.0.0.1:7504"}));
+  BOOST_TEST(map.find(4)->address == "127.0.0.1:7504");
+  BOOST_TEST(!map.apply(add_node{4, "127.0.0.1:7504"}));
+  BOOST_TEST(!map.apply(add_node{4})); // no address: keeps the one it has
+  BOOST_TEST(map.find(4)->address == "127.0.0.1:7504");
+  BOOST_TEST(map.apply(add_node{4, "127.0.0.1:7514"})); // moved: a change
+  BOOST_TEST(map.find(4)->address == "127.0.0.1:7514");
+  BOOST_TEST(map.epoch == 3u);
+  BOOST_TEST(map.apply(remove_node{4}));
+  BOOST_TEST(map.apply(add_node{4}));
+  BOOST_TEST((map.find(4)->state == member::status::active));
+  BOOST_TEST(map.find(4)->address == "127.0.0.1:7514");
+  BOOST_TEST(to_string(add_node{4, "h:1"}) == "add 4 at h:1");
+  BOOST_TEST(to_string(add_node{4}) == "add 4");
+}
+
 BOOST_AUTO_TEST_CASE(only_the_first_create_makes_the_map) {
   cluster_map map;
   BOOST_TEST(!map.apply(create_map{0, {1, 2}}));

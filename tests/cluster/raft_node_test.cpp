@@ -339,6 +339,30 @@ BOOST_AUTO_TEST_CASE(learners_get_the_log_but_never_vote_or_count) {
   BOOST_TEST(lonely.node(4).term() == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_learner_added_later_gets_the_log) {
+  group g{{1, 2, 3}};
+  auto leader = g.elect();
+  // Node 4 knows the voters; they do not know it yet.
+  g.stores[4] =
+    std::make_unique<memory_log_store>(cluster_map::create(16, {1, 2, 3}));
+  g.start(4);
+  g.run(500);
+  BOOST_TEST(g.node(4).commit_index() == 0u);
+  BOOST_TEST(!g.node(4).is_voter());
+  for (auto id : {1u, 2u, 3u, 4u})
+    g.node(id).add_learner(4);
+  g.node(leader).add_learner(4);
+  g.node(leader).add_learner(1);
+  BOOST_TEST((g.node(leader).learners() == std::vector<node_id>{4}));
+  BOOST_TEST(g.node(4).learners().empty());
+  g.propose(leader, add_node{4});
+  g.run(300);
+  BOOST_TEST(g.node(4).state() == g.node(leader).state());
+  BOOST_TEST(g.node(4).state().find(4) != nullptr);
+  BOOST_TEST(g.node(4).commit_index() == g.node(leader).commit_index());
+  BOOST_TEST((g.node(4).current_role() == raft_node::role::follower));
+}
+
 BOOST_AUTO_TEST_CASE(a_lagging_follower_catches_up_by_snapshot) {
   group g{{1, 2, 3}, {}, 4};
   auto leader = g.elect();

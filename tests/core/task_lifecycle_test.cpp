@@ -77,6 +77,7 @@ BOOST_AUTO_TEST_CASE(fire_counts_an_attempt_and_starts_the_lease) {
   BOOST_TEST((rec.state == task_state::in_flight));
   BOOST_TEST(rec.task.attempt == 1u);
   BOOST_TEST(rec.lease_deadline_ms == now + 250 + lease_ms);
+  BOOST_TEST(rec.lease_ms == lease_ms);
   // Fired ahead of its time: the lease runs from the due time.
   auto early = fired(one_shot(), now - 30);
   BOOST_TEST(early.lease_deadline_ms == now + lease_ms);
@@ -123,6 +124,7 @@ BOOST_AUTO_TEST_CASE(nack_retries_after_the_delay_or_the_backoff) {
   BOOST_TEST((rec.state == task_state::pending));
   BOOST_TEST(rec.retry_at_ms == now + 350);
   BOOST_TEST(rec.lease_deadline_ms == 0);
+  BOOST_TEST(rec.lease_ms == 0);
   BOOST_TEST(rec.task.attempt == 1u);
   life.fire(rec, now + 350);
   BOOST_TEST(
@@ -142,6 +144,7 @@ BOOST_AUTO_TEST_CASE(touch_extends_the_lease_from_now) {
   auto rec = fired(one_shot());
   life.touch(rec, now + 3'000, 500);
   BOOST_TEST(rec.lease_deadline_ms == now + 3'500);
+  BOOST_TEST(rec.lease_ms == 500);
   life.touch(rec, now + 4'000, 0);
   BOOST_TEST(rec.lease_deadline_ms == now + 4'000 + lease_ms);
   BOOST_TEST((rec.state == task_state::in_flight));

@@ -130,6 +130,7 @@ BOOST_AUTO_TEST_CASE(stats_add_up_per_node_and_per_topic) {
   n.topics["y"].delivered = 9;
   merge.add(n);
   merge.add(std::map<std::string, uint32_t>{{"x", 2}});
+  merge.add(logic::front_door_report{7, 1024, 3, 1});
   auto r = merge.take();
   BOOST_TEST(r.shards() == 2u);
   BOOST_TEST(r.shard_restarts() == 5u);
@@ -139,6 +140,10 @@ BOOST_AUTO_TEST_CASE(stats_add_up_per_node_and_per_topic) {
   BOOST_TEST(r.waiting() == 7u);
   BOOST_TEST(r.quarantined() == 2u);
   BOOST_TEST(r.in_flight() == 6u);
+  BOOST_TEST(r.front_door_backlog() == 7u);
+  BOOST_TEST(r.front_door_peak_backlog() == 1024u);
+  BOOST_TEST(r.front_door_closings() == 3u);
+  BOOST_TEST(r.front_door_stalls() == 1u);
   BOOST_REQUIRE(r.topics_size() == 2);
   BOOST_TEST(r.topics(0).topic() == "x");
   BOOST_TEST(r.topics(0).waiting() == 3u);

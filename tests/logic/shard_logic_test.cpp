@@ -1231,6 +1231,31 @@ BOOST_FIXTURE_TEST_CASE(nack_with_and_without_delay, fixture) {
   BOOST_TEST(fire_all(now + 3'600'000).empty());
 }
 
+BOOST_FIXTURE_TEST_CASE(a_lease_read_back_has_no_more_left_than_its_length,
+                        fixture) {
+  // Touched under a wall clock an hour ahead, written; the node restarts
+  // with the clock back where it belongs.
+  auto id = add(t0);
+  auto d = fire_one(t0);
+  now = t0 + 3'600'000;
+  BOOST_REQUIRE(logic->touch(now, ref_of(d), 20'000));
+  commit();
+  BOOST_TEST(get(id).record.lease_ms == 20'000);
+  restart();
+  // Met again at t0 + 1 s: not redelivered before the lease's length from
+  // then, and redelivered then, although the stored deadline is an hour
+  // out.
+  BOOST_TEST(fire_all(t0 + 1'000).empty());
+  BOOST_TEST(fire_all(t0 + 20'999).empty());
+  BOOST_TEST((get(id).record.state == task_state::in_flight));
+  BOOST_TEST(fire_all(t0 + 21'000).empty()); // Expired: back to pending.
+  auto info = get(id);
+  BOOST_TEST((info.record.state == task_state::pending));
+  BOOST_TEST(info.record.retry_at_ms == t0 + 21'000 + backoff_ms);
+  auto again = fire_one(t0 + 21'000 + backoff_ms);
+  BOOST_TEST(again.id().attempt() == 2u);
+}
+
 BOOST_FIXTURE_TEST_CASE(touch_extends_the_lease, fixture) {
   auto id = add(t0);
   auto d = fire_one(t0);

@@ -206,6 +206,25 @@ BOOST_AUTO_TEST_CASE(lease_tracker_moves_running_leases_with_a_clock_step) {
   BOOST_TEST((held.next_due() == std::optional<int64_t>{t0 + 70}));
 }
 
+BOOST_AUTO_TEST_CASE(lease_tracker_caps_a_lease_and_pops_it_as_stored) {
+  logic::lease_tracker leases;
+  leases.track_at_most(1, t0 + 3'600'000, t0 + 30'000);
+  leases.track_at_most(2, t0 + 10, t0 + 30'000); // within the cap: as is
+  BOOST_TEST((leases.next_due() == std::optional<int64_t>{t0 + 10}));
+  std::vector<core::timer_entry> due;
+  BOOST_TEST(leases.pop_due(t0 + 29'999, 10, due) == 1u);
+  BOOST_REQUIRE(due.size() == 1u);
+  BOOST_TEST(due[0].id == 2u);
+  // A step moves the capped deadline; popped, it is the stored one.
+  leases.shift(1'000, [](core::task_id) { return false; });
+  due.clear();
+  BOOST_TEST(leases.pop_due(t0 + 30'999, 10, due) == 0u);
+  BOOST_TEST(leases.pop_due(t0 + 31'000, 10, due) == 1u);
+  BOOST_REQUIRE(due.size() == 1u);
+  BOOST_TEST(due[0].id == 1u);
+  BOOST_TEST(due[0].due_ms == t0 + 3'600'000);
+}
+
 // -- topic_parking ------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(topic_parking_holds_back_a_topic_without_consumers) {

@@ -14,10 +14,12 @@ BOOST_TEST_DONT_PRINT_LOG_VALUE(dally::cluster::command)
 
 namespace {
 
-/// A map with a leaving member, replicas and an in-sync set.
+/// A map with a leaving member, a learner with its address, replicas and
+/// an in-sync set.
 cluster_map sample_map() {
   auto map = cluster_map::create(8, {1, 2, 3});
   map.apply(remove_node{3});
+  map.apply(add_node{4, "127.0.0.1:7504"});
   map.shards[0].replicas = {2, 3};
   map.shards[0].in_sync = {2};
   return map;
@@ -38,11 +40,12 @@ append_request sample_append() {
   return append_request{7,
                         4,
                         6,
-                        {{7, 5, add_node{9}},
+                        {{7, 5, add_node{9, "10.0.0.9:7509"}},
                          {7, 6, remove_node{2}},
                          {7, 7, reassign{}},
                          {7, 8, noop{}},
-                         {7, 9, create_map{64, {1, 2, 3}}}},
+                         {7, 9, create_map{64, {1, 2, 3}}},
+                         {7, 10, add_node{9}}},
                         5};
 }
 
@@ -123,6 +126,28 @@ BOOST_AUTO_TEST_CASE(entry_without_command_is_refused) {
   pb.mutable_append_request()->mutable_entries(0)->mutable_command();
   BOOST_TEST(decode_error(pb).message().find("command without a kind") !=
              std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_add_node_and_a_member_without_address_read_as_empty) {
+  // As written before the address existed: field 2 of the command only,
+  // fields 1 and 2 of a member only.
+  v1::ClusterCommand cmd;
+  cmd.set_add_node(4);
+  v1::ClusterCommand old_cmd;
+  BOOST_REQUIRE(old_cmd.ParseFromString(cmd.SerializeAsString()));
+  auto out = storage::from_proto(old_cmd);
+  BOOST_REQUIRE(out.has_value());
+  BOOST_TEST((*out == command{add_node{4}}));
+  BOOST_TEST(std::get<add_node>(*out).address.empty());
+  auto map = sample_map();
+  v1::ClusterMap pb;
+  storage::to_proto(map, pb);
+  for (auto& m : *pb.mutable_members())
+    m.clear_address();
+  auto back = storage::from_proto(pb);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST(back->find(4)->address.empty());
+  BOOST_TEST(back->members.size() == map.members.size());
 }
 
 BOOST_AUTO_TEST_CASE(node_zero_is_refused) {

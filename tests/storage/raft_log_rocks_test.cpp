@@ -67,7 +67,8 @@ std::vector<log_entry> entries(uint64_t term, uint64_t first, uint64_t n) {
         cmd = cluster::noop{};
         break;
       case 1:
-        cmd = cluster::add_node{static_cast<core::node_id>(first + i)};
+        cmd = cluster::add_node{static_cast<core::node_id>(first + i),
+                                first % 2 == 0 ? "127.0.0.1:7509" : ""};
         break;
       case 2:
         cmd = cluster::remove_node{2};
@@ -85,7 +86,8 @@ std::vector<log_entry> entries(uint64_t term, uint64_t first, uint64_t n) {
 
 snapshot snapshot_at(uint64_t index, uint64_t term) {
   snapshot snap{index, term, initial_map()};
-  snap.state.apply(cluster::add_node{9});
+  snap.state.apply(cluster::add_node{9, "127.0.0.1:7509"});
+  snap.state.apply(cluster::add_node{8});
   snap.state.apply(cluster::remove_node{1});
   snap.state.shards[0].replicas = {2, 3};
   snap.state.shards[1].in_sync = {3};
@@ -240,7 +242,8 @@ BOOST_AUTO_TEST_CASE(a_corrupt_record_is_an_error_at_open) {
     {entry_key(2), std::string{"\x01\x02", 2}, "entry 2"},
     {entry_key(2), "", "entry 2"},
     {entry_key(9), std::string(26, '\x01'), "entry 4"},
-    {"s", std::string{"\x02"} + std::string(40, '\0'), "snapshot"},
+    {"s", std::string{"\x03"} + std::string(40, '\0'), "snapshot"},
+    {"s", std::string{"\x00"} + std::string(40, '\0'), "snapshot"},
     {"s", std::string{"\x01"} + std::string(24, '\0') + std::string(8, '\xff'),
      "snapshot"},
     {"m",
@@ -270,6 +273,74 @@ BOOST_AUTO_TEST_CASE(an_entry_with_a_bad_command_is_an_error_at_open) {
   value += std::string{"\x01\0\0\0\0\0\0\0", 8};
   value += "\x07";
   damage(dir.db(), entry_key(1), value);
+  check_corrupt_open(dir.db(), "entry 1");
+}
+
+namespace {
+
+std::string u64_le(uint64_t x) {
+  std::string out;
+  for (int shift = 0; shift < 64; shift += 8)
+    out.push_back(static_cast<char>((x >> shift) & 0xff));
+  return out;
+}
+
+/// A version 1 entry (written before add_node had an address): term 2,
+/// `index`, and the command `tag` with `tail`.
+std::string v1_entry(uint64_t index, char tag, const std::string& tail) {
+  return "\x01" + u64_le(2) + u64_le(index) + tag + tail;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_log_of_format_1_still_loads) {
+  temp_dir dir;
+  open_ok(dir.db()); // creates the database
+  // A version 1 snapshot: index 0, term 0, epoch 2, one shard owned by
+  // node 1 (no replicas, no in-sync set), members 1 (active) and 4
+  // (leaving); members had no address.
+  auto snap = "\x01" + u64_le(0) + u64_le(0) + u64_le(2) + u64_le(1) +
+              u64_le(1) + u64_le(0) + u64_le(0) + u64_le(2) + u64_le(1) + '\0' +
+              u64_le(4) + '\1';
+  damage(dir.db(), "s", snap);
+  damage(dir.db(), entry_key(1), v1_entry(1, '\x01', u64_le(5)));
+  damage(dir.db(), entry_key(2), v1_entry(2, '\x02', u64_le(4)));
+  auto store = open_ok(dir.db());
+  auto map = store->last_snapshot().state;
+  BOOST_TEST(map.epoch == 2u);
+  BOOST_REQUIRE(map.members.size() == 2u);
+  BOOST_TEST((map.find(4)->state == cluster::member::status::leaving));
+  BOOST_TEST(map.find(4)->address.empty());
+  BOOST_REQUIRE(store->last_index() == 2u);
+  BOOST_TEST((store->entry(1).cmd == cluster::command{cluster::add_node{5}}));
+  BOOST_TEST(std::get<cluster::add_node>(store->entry(1).cmd).address.empty());
+  BOOST_TEST(
+    (store->entry(2).cmd == cluster::command{cluster::remove_node{4}}));
+  // Written again, it reads back the same, in the current format.
+  store->save_snapshot(store->last_snapshot());
+  store.reset();
+  auto again = open_ok(dir.db());
+  BOOST_TEST((again->last_snapshot().state == map));
+}
+
+BOOST_AUTO_TEST_CASE(an_add_node_with_an_address_is_no_format_1_entry) {
+  temp_dir dir;
+  open_ok(dir.db());
+  damage(dir.db(), entry_key(1),
+         v1_entry(1, '\x05', u64_le(5) + u64_le(1) + "x"));
+  check_corrupt_open(dir.db(), "entry 1");
+}
+
+BOOST_AUTO_TEST_CASE(an_address_longer_than_its_record_is_an_error) {
+  temp_dir dir;
+  {
+    auto store = open_ok(dir.db());
+    store->replace_after(
+      0, std::vector<log_entry>{{1, 1, cluster::add_node{5, "127.0.0.1:1"}}});
+  }
+  damage(dir.db(), entry_key(1),
+         "\x02" + u64_le(1) + u64_le(1) + '\x05' + u64_le(5) + u64_le(99) +
+           "127.0.0.1:1");
   check_corrupt_open(dir.db(), "entry 1");
 }
 

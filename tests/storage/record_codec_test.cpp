@@ -66,6 +66,7 @@ task_record sample_record() {
   rec.task.idempotency_key = "order-17";
   rec.state = task_state::in_flight;
   rec.lease_deadline_ms = t0 + 5'042;
+  rec.lease_ms = 5'000;
   rec.fired_count = 9;
   rec.retry_at_ms = t0 + 7'000;
   rec.stamp = stamp{4, 1234};
