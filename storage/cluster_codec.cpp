@@ -94,7 +94,10 @@ from_proto(const v1::RaftAppendRequest& in) {
     auto cmd = from_proto(pe.command());
     if (!cmd)
       return cmd.err();
-    req.entries.push_back({pe.term(), pe.index(), std::move(*cmd)});
+    auto& entry = req.entries.emplace_back();
+    entry.term = pe.term();
+    entry.index = pe.index();
+    entry.cmd = std::move(*cmd);
   }
   return req;
 }
