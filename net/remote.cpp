@@ -726,10 +726,27 @@ protected:
     auto fd = net::new_tcp_acceptor_impl(port, addr, reuse);
     if (!fd)
       return std::move(fd.error());
-    return io::doorman_ptr{caf::make_counted<capped_doorman>(*mx, *fd, st_)};
+    auto doorman = caf::make_counted<capped_doorman>(*mx, *fd, st_);
+    ignore_exit_leak(doorman.get());
+    return io::doorman_ptr{std::move(doorman)};
   }
 
 private:
+  /// A node stopped right after it began to listen (a SIGTERM within a
+  /// few ms) can end with CAF 0.17 still holding a reference to the
+  /// listener's doorman: one in about ten such stops of the sanitizer
+  /// build, reported by LeakSanitizer with what the doorman keeps (its
+  /// limits, the front door, the sweeper) and failing the process. It
+  /// exists only at exit, one per listener; under AddressSanitizer the
+  /// doorman is marked as not leaked, and with it all it reaches.
+  static void ignore_exit_leak(capped_doorman* doorman) {
+#if defined(__SANITIZE_ADDRESS__)
+    __lsan_ignore_object(doorman);
+#else
+    static_cast<void>(doorman);
+#endif
+  }
+
   shared_state st_;
 };
 
